@@ -1,0 +1,55 @@
+/*
+ * devices/arena.h - the allocator behind a device's memory.
+ *
+ * Pure bookkeeping over offsets [0, capacity): first-fit with coalescing,
+ * 256-byte granularity (CUDA's allocation alignment). No locking and no
+ * mapping here: the device owns the memory and the lock, which keeps this
+ * part unit-testable.
+ */
+#ifndef OR_ARENA_H
+#define OR_ARENA_H
+
+#include <stddef.h>
+
+#define OR_ARENA_ALIGN ((size_t)256)
+
+typedef struct or_extent {
+    size_t off, size;
+} or_extent;
+
+/* Extents sorted by offset, non-overlapping. */
+typedef struct or_extent_set {
+    or_extent *v;
+    size_t n, cap;
+} or_extent_set;
+
+typedef struct or_arena {
+    size_t capacity; /* multiple of OR_ARENA_ALIGN */
+    size_t used;     /* bytes in live allocations (rounded sizes) */
+    or_extent_set free_extents;
+    or_extent_set live;
+} or_arena;
+
+/* Sorted-set primitives, also used for other address registries. add: 0 or
+ * ENOMEM; remove: 0 or ENOENT (no extent starts at off); find: 0 and the
+ * extent containing off, or ENOENT. */
+int or_extent_set_add(or_extent_set *s, or_extent e);
+int or_extent_set_remove(or_extent_set *s, size_t off, or_extent *removed);
+int or_extent_set_find(const or_extent_set *s, size_t off, or_extent *found);
+void or_extent_set_free(or_extent_set *s);
+
+/* 0 or ENOMEM. capacity is rounded down to OR_ARENA_ALIGN; EINVAL if that is 0. */
+int or_arena_init(or_arena *a, size_t capacity);
+void or_arena_fini(or_arena *a);
+/* 0, EINVAL (size 0) or ENOMEM (no free extent large enough). *off set on success only. */
+int or_arena_alloc(or_arena *a, size_t size, size_t *off);
+/* 0, ENOENT when off is not the start of a live allocation, or ENOMEM when the
+ * bookkeeping cannot grow (the block then stays allocated). *size (may be NULL) gets
+ * the allocation's rounded size. */
+int or_arena_free(or_arena *a, size_t off, size_t *size);
+/* 0 and the live allocation containing off, or ENOENT. */
+int or_arena_find(const or_arena *a, size_t off, or_extent *alloc);
+/* Largest single allocation that would succeed now. */
+size_t or_arena_largest_free(const or_arena *a);
+
+#endif /* OR_ARENA_H */

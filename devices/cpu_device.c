@@ -1,0 +1,69 @@
+/* devices/cpu_device.c - memory mapping and bound worker threads. */
+#include "cpu_device.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int or_cpu_device_map(or_cpu_device *d, size_t capacity)
+{
+    /* NORESERVE: a 4 GiB device costs nothing until its pages are touched. */
+    void *p = mmap(NULL, capacity, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    d->base = p;
+    d->capacity = capacity;
+    return 0;
+}
+
+void or_cpu_device_unmap(or_cpu_device *d)
+{
+    if (d->base)
+        munmap(d->base, d->capacity);
+    d->base = NULL;
+}
+
+int or_cpu_device_set_readable(or_cpu_device *d, bool readable)
+{
+    return mprotect(d->base, d->capacity, readable ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t first = (off + page - 1) & ~(page - 1);
+    size_t end = (off + len) & ~(page - 1);
+    /* Only worth a syscall for large ranges; small ones are reused soon. */
+    if (end > first && end - first >= ((size_t)4 << 20))
+        madvise(d->base + first, end - first, MADV_DONTNEED);
+}
+
+static void *worker_trampoline(void *arg)
+{
+    or_cpu_device *d = arg;
+    or_placement_bind_thread(&d->place); /* best effort: an unbound worker still works */
+    return d->body(d->body_arg);
+}
+
+int or_cpu_device_start_workers(or_cpu_device *d, int n, void *(*body)(void *), void *arg)
+{
+    d->threads = calloc((size_t)n, sizeof *d->threads);
+    if (!d->threads)
+        return -1;
+    d->body = body;
+    d->body_arg = arg;
+    for (d->nthreads = 0; d->nthreads < n; d->nthreads++)
+        if (pthread_create(&d->threads[d->nthreads], NULL, worker_trampoline, d))
+            return -1; /* the caller joins the ones that started */
+    return 0;
+}
+
+void or_cpu_device_join_workers(or_cpu_device *d)
+{
+    for (int i = 0; i < d->nthreads; i++)
+        pthread_join(d->threads[i], NULL);
+    free(d->threads);
+    d->threads = NULL;
+    d->nthreads = 0;
+}

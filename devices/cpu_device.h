@@ -1,0 +1,36 @@
+/*
+ * devices/cpu_device.h - the host resources behind one simulated device:
+ * its memory (one reserved mapping, committed page by page as used) and its
+ * worker threads, bound to the device's cores.
+ */
+#ifndef OR_CPU_DEVICE_H
+#define OR_CPU_DEVICE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "placement.h"
+
+typedef struct or_cpu_device {
+    unsigned char *base; /* device memory, capacity bytes */
+    size_t capacity;
+    or_placement place;
+    int nthreads;
+    pthread_t *threads;
+    void *(*body)(void *); /* what every worker runs */
+    void *body_arg;
+} or_cpu_device;
+
+/* Reserve capacity bytes of address space; 0 or -1. */
+int or_cpu_device_map(or_cpu_device *d, size_t capacity);
+void or_cpu_device_unmap(or_cpu_device *d);
+/* Strict mode: make the whole memory (un)readable by host code. */
+int or_cpu_device_set_readable(or_cpu_device *d, bool readable);
+/* Give the pages of a freed range back to the host (contents are lost). */
+void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len);
+/* Start n workers running body(arg), each bound to the device's cores first. */
+int or_cpu_device_start_workers(or_cpu_device *d, int n, void *(*body)(void *), void *arg);
+void or_cpu_device_join_workers(or_cpu_device *d);
+
+#endif

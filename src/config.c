@@ -1,0 +1,119 @@
+/* src/config.c - the table of environment variables and their parsers. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const bool_choices[] = {"0", "1", NULL};
+static const char *const debug_choices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+
+#define KIB 1024LL
+static const or_param params[] = {
+    {"OPENREG_DEVICES", OR_PARAM_INT, "2", "an integer from 1 to 256",
+     "number of simulated devices this process hosts", 1, 256, NULL,
+     offsetof(or_config, devices)},
+    {"OPENREG_DEVICE_MEM", OR_PARAM_SIZE, "4G", "a size from 1M to 1T, like 512M or 4G",
+     "memory capacity of each device (reserved lazily, committed as used)", KIB * KIB,
+     KIB * KIB * KIB * KIB, NULL, offsetof(or_config, device_mem)},
+    {"OPENREG_DEVICE_THREADS", OR_PARAM_INT, "0", "an integer from 0 to 256",
+     "compute threads per device; 0 = one per core of the device's cpuset", 0, 256, NULL,
+     offsetof(or_config, device_threads)},
+    {"OPENREG_STRICT", OR_PARAM_CHOICE, "0", "0 or 1",
+     "1 makes device memory unreadable by host code outside runtime operations", 0, 0,
+     bool_choices, offsetof(or_config, strict)},
+    {"OPENREG_DEBUG", OR_PARAM_CHOICE, "WARN", "NONE, WARN, INFO or TRACE",
+     "log level of the runtime's messages on stderr", 0, 0, debug_choices,
+     offsetof(or_config, debug)},
+};
+
+const or_param *or_config_params(size_t *count)
+{
+    *count = sizeof params / sizeof params[0];
+    return params;
+}
+
+static int parse_int(const char *text, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end != '\0' || isspace((unsigned char)*text))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int or_parse_size(const char *text, long long *bytes)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)*text))
+        return -1;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno)
+        return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0' || v > (unsigned long long)(LLONG_MAX >> shift))
+        return -1;
+    *bytes = (long long)(v << shift);
+    return 0;
+}
+
+int or_param_parse(const or_param *p, const char *text, long long *value)
+{
+    long long v;
+    switch (p->kind) {
+    case OR_PARAM_INT:
+        if (parse_int(text, &v) || v < p->min || v > p->max)
+            return -1;
+        break;
+    case OR_PARAM_SIZE:
+        if (or_parse_size(text, &v) || v < p->min || v > p->max)
+            return -1;
+        break;
+    case OR_PARAM_CHOICE:
+        for (v = 0; p->choices[v]; v++)
+            if (strcasecmp(text, p->choices[v]) == 0)
+                break;
+        if (!p->choices[v])
+            return -1;
+        break;
+    default:
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+int or_config_load(or_config *cfg)
+{
+    int rc = 0;
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        const or_param *p = &params[i];
+        const char *env = getenv(p->name);
+        long long *field = (long long *)((char *)cfg + p->offset);
+        if (or_param_parse(p, env ? env : p->default_value, field) == 0)
+            continue;
+        /* Configuration errors are always shown: a silent default would hide them. */
+        fprintf(stderr, "openreg: %s='%s' is not valid: expected %s (default %s)\n", p->name,
+                env, p->accepted, p->default_value);
+        rc = -1;
+    }
+    return rc;
+}

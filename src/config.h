@@ -1,0 +1,42 @@
+/*
+ * src/config.h - every environment variable the runtime reads, declared once
+ * (name, accepted values, default, help) in config.c's table. `orinfo --env`
+ * prints the same table.
+ */
+#ifndef OR_CONFIG_H
+#define OR_CONFIG_H
+
+#include <stddef.h>
+
+typedef struct or_config {
+    long long devices;        /* OPENREG_DEVICES */
+    long long device_mem;     /* OPENREG_DEVICE_MEM, bytes */
+    long long device_threads; /* OPENREG_DEVICE_THREADS, 0 = auto */
+    long long strict;         /* OPENREG_STRICT */
+    long long debug;          /* OPENREG_DEBUG, an or_log_level */
+} or_config;
+
+typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE } or_param_kind;
+
+typedef struct or_param {
+    const char *name;
+    or_param_kind kind;
+    const char *default_value;
+    const char *accepted; /* human-readable, used in error messages */
+    const char *help;
+    long long min, max;          /* INT and SIZE */
+    const char *const *choices;  /* CHOICE: NULL-terminated, value = index */
+    size_t offset;               /* field in or_config */
+} or_param;
+
+/* The table, for tools that list it. */
+const or_param *or_config_params(size_t *count);
+/* Parse one value; 0 on success, -1 if text is not accepted. */
+int or_param_parse(const or_param *p, const char *text, long long *value);
+/* Fill cfg from the environment (defaults where unset). On a bad value print
+ * one message naming the variable and the accepted values, return -1. */
+int or_config_load(or_config *cfg);
+/* Parse a size like "512M", "4G", "1048576" (binary suffixes K, M, G, T). */
+int or_parse_size(const char *text, long long *bytes);
+
+#endif

@@ -1,0 +1,44 @@
+/* src/error.c - error names and strings from OR_ERROR_LIST, and the per-thread last error. */
+#include "internal.h"
+
+static _Thread_local orError_t last_error = orSuccess;
+
+const char *orGetErrorName(orError_t error)
+{
+    switch (error) {
+#define OR_ERROR_NAME(name, value, text) \
+    case name:                           \
+        return #name;
+        OR_ERROR_LIST(OR_ERROR_NAME)
+#undef OR_ERROR_NAME
+    }
+    return "unrecognized error code";
+}
+
+const char *orGetErrorString(orError_t error)
+{
+    switch (error) {
+#define OR_ERROR_TEXT(name, value, text) \
+    case name:                           \
+        return text;
+        OR_ERROR_LIST(OR_ERROR_TEXT)
+#undef OR_ERROR_TEXT
+    }
+    return "unrecognized error code";
+}
+
+orError_t or_error_record(orError_t err)
+{
+    if (err != orSuccess)
+        last_error = err;
+    return err;
+}
+
+orError_t orGetLastError(void)
+{
+    orError_t err = last_error;
+    last_error = orSuccess;
+    return err;
+}
+
+orError_t orPeekAtLastError(void) { return last_error; }

@@ -1,0 +1,234 @@
+/*
+ * src/event.c - events: markers in a stream that complete when the stream
+ * reaches them. Each record gets a generation; queries, waits and elapsed
+ * time refer to the newest record, as with CUDA.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+void or_event_release(or_event *ev)
+{
+    if (atomic_fetch_sub(&ev->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&ev->lock);
+    free(ev->waiters);
+    free(ev);
+}
+
+bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s)
+{
+    pthread_mutex_lock(&ev->lock);
+    bool done = atomic_load(&ev->done_gen) >= gen;
+    if (!done) {
+        if (ev->nwaiters == ev->cap_waiters) {
+            size_t cap = ev->cap_waiters ? 2 * ev->cap_waiters : 4;
+            or_event_waiter *grown = realloc(ev->waiters, cap * sizeof *grown);
+            if (!grown) {
+                /* Cannot park the stream: let it proceed rather than hang forever. */
+                pthread_mutex_unlock(&ev->lock);
+                OR_WARN("event", "out of memory registering a stream wait; wait skipped");
+                return true;
+            }
+            ev->waiters = grown;
+            ev->cap_waiters = cap;
+        }
+        ev->waiters[ev->nwaiters++] = (or_event_waiter){s, gen};
+    }
+    pthread_mutex_unlock(&ev->lock);
+    return done;
+}
+
+void or_event_complete(or_event *ev, uint64_t gen)
+{
+    uint64_t now = or_now_ns();
+    or_event_waiter ready[16];
+    size_t nready;
+    pthread_mutex_lock(&ev->lock);
+    /* Records on different streams may finish out of order: keep the newest. */
+    if (gen > atomic_load(&ev->done_gen)) {
+        atomic_store(&ev->done_gen, gen);
+        ev->done_ns = now;
+    }
+    or_notifier_signal(&ev->done);
+    for (;;) {
+        /* Hand satisfied waiters over in batches; streams are woken without
+         * the event lock held (device locks come first in the lock order). */
+        nready = 0;
+        for (size_t i = 0; i < ev->nwaiters && nready < 16;) {
+            if (ev->waiters[i].gen <= gen) {
+                ready[nready++] = ev->waiters[i];
+                ev->waiters[i] = ev->waiters[--ev->nwaiters];
+            } else {
+                i++;
+            }
+        }
+        pthread_mutex_unlock(&ev->lock);
+        for (size_t i = 0; i < nready; i++)
+            or_stream_unblock(ready[i].stream);
+        if (nready < 16)
+            return;
+        pthread_mutex_lock(&ev->lock);
+    }
+}
+
+static orError_t event_lookup(orEvent_t handle, or_event **out)
+{
+    or_event *ev = handle ? or_handle_lookup(OR_HANDLE_EVENT, (uintptr_t)handle) : NULL;
+    if (!ev)
+        return orErrorInvalidResourceHandle;
+    *out = ev;
+    return orSuccess;
+}
+
+orError_t orEventCreateWithFlags(orEvent_t *event, unsigned int flags)
+{
+    OR_API_BEGIN();
+    if (!event || (flags & ~(unsigned)orEventEnableTiming))
+        OR_RETURN(orErrorInvalidValue);
+    or_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        OR_RETURN(orErrorMemoryAllocation);
+    ev->flags = flags;
+    atomic_init(&ev->refs, 1);
+    pthread_mutex_init(&ev->lock, NULL);
+    ev->handle = or_handle_register(OR_HANDLE_EVENT, ev);
+    if (!ev->handle) {
+        or_event_release(ev);
+        OR_RETURN(orErrorMemoryAllocation);
+    }
+    *event = (orEvent_t)ev->handle;
+    return orSuccess;
+}
+
+orError_t orEventCreate(orEvent_t *event)
+{
+    return orEventCreateWithFlags(event, orEventDisableTiming);
+}
+
+orError_t orEventDestroy(orEvent_t event)
+{
+    OR_API_BEGIN();
+    or_event *ev = event ? or_handle_unregister(OR_HANDLE_EVENT, (uintptr_t)event) : NULL;
+    if (!ev)
+        OR_RETURN(orErrorInvalidResourceHandle);
+    or_event_release(ev); /* queued records and waits keep their own references */
+    return orSuccess;
+}
+
+static orError_t event_enqueue(or_op_kind kind, orEvent_t event, orStream_t stream)
+{
+    or_event *ev;
+    or_stream *s;
+    orError_t err = event_lookup(event, &ev);
+    if (err == orSuccess)
+        err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        return err;
+    or_op *op = or_op_new(kind, 0);
+    if (!op)
+        return orErrorMemoryAllocation;
+    pthread_mutex_lock(&ev->lock);
+    uint64_t gen = kind == OR_OP_EVENT_RECORD ? ++ev->record_gen : ev->record_gen;
+    pthread_mutex_unlock(&ev->lock);
+    if (gen == 0) { /* waiting on a never-recorded event is a no-op, as in CUDA */
+        free(op);
+        return orSuccess;
+    }
+    atomic_fetch_add(&ev->refs, 1);
+    op->u.event.event = ev;
+    op->u.event.gen = gen;
+    or_stream_enqueue(s, op);
+    return orSuccess;
+}
+
+orError_t orEventRecord(orEvent_t event, orStream_t stream)
+{
+    OR_API_BEGIN();
+    OR_RETURN(event_enqueue(OR_OP_EVENT_RECORD, event, stream));
+}
+
+orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags)
+{
+    OR_API_BEGIN();
+    if (flags != 0)
+        OR_RETURN(orErrorInvalidValue);
+    OR_RETURN(event_enqueue(OR_OP_EVENT_WAIT, event, stream));
+}
+
+/* Generation of the newest record, read under the lock. */
+static uint64_t event_target(or_event *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    uint64_t gen = ev->record_gen;
+    pthread_mutex_unlock(&ev->lock);
+    return gen;
+}
+
+orError_t orEventQuery(orEvent_t event)
+{
+    OR_API_BEGIN();
+    or_event *ev;
+    orError_t err = event_lookup(event, &ev);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    return atomic_load(&ev->done_gen) >= event_target(ev) ? orSuccess : orErrorNotReady;
+}
+
+typedef struct {
+    or_event *ev;
+    uint64_t gen;
+} gen_wait;
+
+static bool gen_reached(void *arg)
+{
+    gen_wait *w = arg;
+    return atomic_load(&w->ev->done_gen) >= w->gen;
+}
+
+orError_t orEventSynchronize(orEvent_t event)
+{
+    OR_API_BEGIN();
+    or_event *ev;
+    orError_t err = event_lookup(event, &ev);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    if (or_in_worker())
+        OR_RETURN(orErrorNotPermitted);
+    gen_wait w = {ev, event_target(ev)};
+    or_wait(&ev->done, gen_reached, &w, 0);
+    return orSuccess;
+}
+
+/* Completion time of the newest record, or the reason there is none. */
+static orError_t event_time(or_event *ev, uint64_t *ns)
+{
+    orError_t err = orSuccess;
+    pthread_mutex_lock(&ev->lock);
+    if (!(ev->flags & orEventEnableTiming) || ev->record_gen == 0)
+        err = orErrorInvalidResourceHandle;
+    else if (atomic_load(&ev->done_gen) < ev->record_gen)
+        err = orErrorNotReady;
+    else
+        *ns = ev->done_ns;
+    pthread_mutex_unlock(&ev->lock);
+    return err;
+}
+
+orError_t orEventElapsedTime(float *ms, orEvent_t start, orEvent_t end)
+{
+    OR_API_BEGIN();
+    if (!ms)
+        OR_RETURN(orErrorInvalidValue);
+    or_event *a, *b;
+    orError_t err = event_lookup(start, &a);
+    if (err == orSuccess)
+        err = event_lookup(end, &b);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    uint64_t ta, tb;
+    if ((err = event_time(a, &ta)) != orSuccess || (err = event_time(b, &tb)) != orSuccess)
+        OR_RETURN(err);
+    *ms = (float)(((double)tb - (double)ta) / 1e6);
+    return orSuccess;
+}

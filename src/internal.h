@@ -1,0 +1,208 @@
+/*
+ * src/internal.h - the runtime's private objects: devices, streams, ops,
+ * events, and the process-wide runtime state.
+ *
+ * Locking: a device's `lock` guards its stream queues, ready lists and job
+ * list; an event's `lock` guards its record state and waiter list. Order:
+ * device lock before event lock, never two device locks at once.
+ */
+#ifndef OR_INTERNAL_H
+#define OR_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "openreg.h"
+#include "arena.h"
+#include "config.h"
+#include "cpu_device.h"
+#include "handle.h"
+#include "log.h"
+#include "sync.h"
+
+/* Priorities 0 (least) .. -2 (greatest), as CUDA: lower number runs first. */
+#define OR_PRIORITY_LEAST 0
+#define OR_PRIORITY_GREATEST (-2)
+#define OR_NUM_PRIORITIES (OR_PRIORITY_LEAST - OR_PRIORITY_GREATEST + 1)
+
+#define OR_MAX_SHARED_MEM ((size_t)48 * 1024)
+#define OR_MAX_KERNEL_ARGS ((size_t)32 * 1024)
+#define OR_MAX_BLOCK_THREADS 1024u
+
+typedef struct or_device or_device;
+typedef struct or_stream or_stream;
+typedef struct or_event or_event;
+typedef struct or_op or_op;
+
+typedef enum {
+    OR_OP_KERNEL,
+    OR_OP_COPY,
+    OR_OP_MEMSET,
+    OR_OP_HOST_FUNC,
+    OR_OP_EVENT_RECORD,
+    OR_OP_EVENT_WAIT
+} or_op_kind;
+
+/* What an op costs in the device model: the virtual clock charges from this,
+ * the wall clock ignores it. Declared at enqueue, never measured. */
+typedef struct or_op_cost {
+    uint64_t bytes; /* bytes moved (copies, memsets) or declared by a kernel */
+    uint64_t flops; /* declared work of a kernel, 0 if unknown */
+} or_op_cost;
+
+struct or_op {
+    or_op *next; /* in its stream's queue */
+    or_stream *stream;
+    or_op_kind kind;
+    uint64_t seq; /* position in the stream, from 1 */
+    or_op_cost cost;
+    _Atomic int refs; /* the stream's, plus one per worker inside a kernel */
+    union {
+        struct {
+            orKernel_t fn;
+            orDim3 grid, block;
+            size_t shared_mem;
+            uint64_t nblocks;
+            _Atomic uint64_t next_block;  /* next block to hand out */
+            _Atomic uint64_t blocks_done;
+            or_op *next_job; /* in the device's job list */
+            void *args;      /* points into payload */
+        } kernel;
+        struct {
+            void *dst;
+            const void *src;
+            size_t count;
+        } copy;
+        struct {
+            void *dst;
+            int value;
+            size_t count;
+        } memset;
+        struct {
+            void (*fn)(void *);
+            void *data;
+        } host;
+        struct {
+            or_event *event;
+            uint64_t gen; /* the record this op completes or waits for */
+        } event;
+    } u;
+    _Alignas(16) unsigned char payload[]; /* kernel arguments */
+};
+
+struct or_stream {
+    or_device *dev;
+    uintptr_t handle; /* 0 for the default stream */
+    int priority;
+    unsigned flags;
+    /* Guarded by dev->lock. */
+    or_op *head, *tail;
+    bool busy;    /* head op is executing */
+    bool queued;  /* on the device's ready list */
+    bool blocked; /* head waits on an event, registered with it */
+    _Atomic int pins; /* orDeviceSynchronize callers holding this stream */
+    uint64_t last_seq;
+    or_stream *next_ready;
+    or_stream *prev, *next; /* all streams of the device */
+    /* Readable without the lock. */
+    _Atomic uint64_t enq_seq;
+    _Atomic uint64_t done_seq;
+    or_notifier done; /* signalled (under dev->lock) when done_seq moves */
+};
+
+typedef struct or_event_waiter {
+    or_stream *stream;
+    uint64_t gen;
+} or_event_waiter;
+
+struct or_event {
+    uintptr_t handle;
+    unsigned flags;
+    _Atomic int refs; /* the handle's, plus one per queued op naming it */
+    pthread_mutex_t lock;
+    uint64_t record_gen; /* records issued */
+    _Atomic uint64_t done_gen; /* newest record completed */
+    uint64_t done_ns;    /* when done_gen completed (CLOCK_MONOTONIC) */
+    or_event_waiter *waiters;
+    size_t nwaiters, cap_waiters;
+    or_notifier done;
+};
+
+struct or_device {
+    int id;
+    or_cpu_device hw;
+    orDeviceProp prop;
+    pthread_mutex_t mem_lock; /* guards arena */
+    or_arena arena;
+    pthread_mutex_t lock;
+    or_stream *ready_head[OR_NUM_PRIORITIES], *ready_tail[OR_NUM_PRIORITIES];
+    or_op *jobs;       /* kernels with blocks still to hand out */
+    or_stream *streams; /* every stream of the device, default included */
+    or_stream default_stream;
+    or_notifier work;  /* workers sleep here */
+    bool stopping;
+};
+
+typedef struct or_runtime {
+    orError_t init_error;
+    or_config cfg;
+    int ndevices;
+    or_device *devices;
+    /* Strict mode: device memory readable only while open > 0. */
+    pthread_mutex_t strict_lock;
+    int strict_open;
+    int strict_user_windows;
+    /* Pinned host allocations, keyed by address. */
+    pthread_mutex_t host_lock;
+    or_extent_set host_allocs;
+} or_runtime;
+
+extern or_runtime or_rt;
+
+/* runtime.c */
+orError_t or_init(void);
+or_device *or_current_device(void);
+bool or_in_worker(void); /* inside a kernel or host function */
+void or_strict_enter(void);
+void or_strict_leave(void);
+
+/* error.c */
+orError_t or_error_record(orError_t err);
+
+/* Every public call starts with this: lazy init, sticky init failure. */
+#define OR_API_BEGIN()                               \
+    do {                                             \
+        orError_t init_err_ = or_init();             \
+        if (init_err_ != orSuccess)                  \
+            return or_error_record(init_err_);       \
+    } while (0)
+#define OR_RETURN(err) return or_error_record(err)
+
+/* stream.c */
+void or_stream_init(or_stream *s, or_device *dev, int priority, unsigned flags);
+orError_t or_stream_resolve(orStream_t handle, or_stream **out);
+or_op *or_op_new(or_op_kind kind, size_t payload);
+void or_op_release(or_op *op);
+/* Returns the op's sequence number in s (the op itself may be gone by then). */
+uint64_t or_stream_enqueue(or_stream *s, or_op *op);
+void or_stream_wait_seq(or_stream *s, uint64_t seq);
+void or_stream_free_pending(or_stream *s);
+void or_stream_unblock(or_stream *s);
+void or_mark_worker_thread(int device);
+void *or_device_worker_main(void *arg);
+
+/* event.c */
+void or_event_complete(or_event *ev, uint64_t gen);
+void or_event_release(or_event *ev);
+/* Under s->dev->lock: true if the record is done, else s is registered as a waiter. */
+bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s);
+
+/* memory.c */
+/* Which device's live allocation holds [p, p+count): orSuccess with *dev set,
+ * or *dev = NULL for host memory; errors for freed or overflowing ranges. */
+orError_t or_mem_classify(const void *p, size_t count, or_device **dev);
+void or_memory_fini(void);
+
+#endif /* OR_INTERNAL_H */

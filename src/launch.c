@@ -1,0 +1,55 @@
+/* src/launch.c - kernel launches and host functions. */
+#include "internal.h"
+
+#include <string.h>
+
+static bool dims_valid(orDim3 d, const unsigned max[3])
+{
+    return d.x && d.y && d.z && d.x <= max[0] && d.y <= max[1] && d.z <= max[2];
+}
+
+orError_t orLaunchKernel(orKernel_t kernel, orDim3 grid, orDim3 block, const void *args,
+                         size_t argsSize, size_t sharedMem, orStream_t stream)
+{
+    OR_API_BEGIN();
+    static const unsigned max_grid[3] = {2147483647u, 65535u, 65535u};
+    static const unsigned max_block[3] = {1024u, 1024u, 64u};
+    if (!kernel || !dims_valid(grid, max_grid) || !dims_valid(block, max_block) ||
+        (uint64_t)block.x * block.y * block.z > OR_MAX_BLOCK_THREADS ||
+        sharedMem > OR_MAX_SHARED_MEM || (!args && argsSize) || argsSize > OR_MAX_KERNEL_ARGS)
+        OR_RETURN(orErrorInvalidValue);
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    or_op *op = or_op_new(OR_OP_KERNEL, argsSize);
+    if (!op)
+        OR_RETURN(orErrorMemoryAllocation);
+    op->u.kernel.fn = kernel;
+    op->u.kernel.grid = grid;
+    op->u.kernel.block = block;
+    op->u.kernel.shared_mem = sharedMem;
+    op->u.kernel.nblocks = (uint64_t)grid.x * grid.y * grid.z;
+    /* Arguments are copied now: the caller may reuse its struct at once. */
+    op->u.kernel.args = argsSize ? memcpy(op->payload, args, argsSize) : NULL;
+    or_stream_enqueue(s, op);
+    return orSuccess;
+}
+
+orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void *userData), void *userData)
+{
+    OR_API_BEGIN();
+    if (!fn)
+        OR_RETURN(orErrorInvalidValue);
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    or_op *op = or_op_new(OR_OP_HOST_FUNC, 0);
+    if (!op)
+        OR_RETURN(orErrorMemoryAllocation);
+    op->u.host.fn = fn;
+    op->u.host.data = userData;
+    or_stream_enqueue(s, op);
+    return orSuccess;
+}

@@ -1,0 +1,357 @@
+/*
+ * src/memory.c - device allocations, pinned host memory, copies and memsets.
+ *
+ * Device memory of device d is [base, base + capacity) of its mapping; an
+ * address there is device memory only while it lies in a live allocation.
+ * Every device-side range a call names is checked against its allocation,
+ * so no copy writes past what the user owns.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The device whose mapping holds p, or NULL. */
+static or_device *device_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (int d = 0; d < or_rt.ndevices; d++) {
+        or_device *dev = &or_rt.devices[d];
+        uintptr_t base = (uintptr_t)dev->hw.base;
+        if (a >= base && a - base < dev->hw.capacity)
+            return dev;
+    }
+    return NULL;
+}
+
+/* The live allocation of dev holding p. */
+static bool allocation_of(or_device *dev, const void *p, or_extent *alloc)
+{
+    size_t off = (size_t)((const unsigned char *)p - dev->hw.base);
+    pthread_mutex_lock(&dev->mem_lock);
+    bool found = or_arena_find(&dev->arena, off, alloc) == 0;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return found;
+}
+
+orError_t or_mem_classify(const void *p, size_t count, or_device **dev_out)
+{
+    or_device *dev = device_of(p);
+    if (dev) {
+        or_extent alloc;
+        if (!allocation_of(dev, p, &alloc))
+            return orErrorInvalidDevicePointer;
+        size_t off = (size_t)((const unsigned char *)p - dev->hw.base);
+        if (count > alloc.off + alloc.size - off)
+            return orErrorInvalidValue;
+    }
+    *dev_out = dev;
+    return orSuccess;
+}
+
+void or_memory_fini(void)
+{
+    pthread_mutex_lock(&or_rt.host_lock);
+    for (size_t i = 0; i < or_rt.host_allocs.n; i++)
+        munmap((void *)or_rt.host_allocs.v[i].off, or_rt.host_allocs.v[i].size);
+    or_extent_set_free(&or_rt.host_allocs);
+    pthread_mutex_unlock(&or_rt.host_lock);
+}
+
+/* ---- public: device memory ------------------------------------------------ */
+
+orError_t orMalloc(void **devPtr, size_t size)
+{
+    OR_API_BEGIN();
+    if (!devPtr)
+        OR_RETURN(orErrorInvalidValue);
+    if (size == 0) { /* as cudaMalloc: success, and nothing to free */
+        *devPtr = NULL;
+        return orSuccess;
+    }
+    or_device *dev = or_current_device();
+    size_t off;
+    pthread_mutex_lock(&dev->mem_lock);
+    int rc = or_arena_alloc(&dev->arena, size, &off);
+    pthread_mutex_unlock(&dev->mem_lock);
+    if (rc) {
+        OR_INFO("memory", "device %d: cannot allocate %zu bytes (%zu of %zu in use)", dev->id,
+                size, dev->arena.used, dev->arena.capacity);
+        OR_RETURN(orErrorMemoryAllocation);
+    }
+    *devPtr = dev->hw.base + off;
+    return orSuccess;
+}
+
+orError_t orFree(void *devPtr)
+{
+    OR_API_BEGIN();
+    if (!devPtr)
+        return orSuccess;
+    or_device *dev = device_of(devPtr);
+    if (!dev)
+        OR_RETURN(orErrorInvalidDevicePointer);
+    size_t off = (size_t)((unsigned char *)devPtr - dev->hw.base), size;
+    pthread_mutex_lock(&dev->mem_lock);
+    int rc = or_arena_free(&dev->arena, off, &size);
+    if (rc == 0)
+        or_cpu_device_discard(&dev->hw, off, size);
+    pthread_mutex_unlock(&dev->mem_lock);
+    if (rc == ENOMEM)
+        OR_RETURN(orErrorMemoryAllocation);
+    if (rc)
+        OR_RETURN(orErrorInvalidDevicePointer);
+    return orSuccess;
+}
+
+orError_t orMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    OR_API_BEGIN();
+    if (!free_bytes || !total)
+        OR_RETURN(orErrorInvalidValue);
+    or_device *dev = or_current_device();
+    pthread_mutex_lock(&dev->mem_lock);
+    *free_bytes = dev->arena.capacity - dev->arena.used;
+    *total = dev->arena.capacity;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return orSuccess;
+}
+
+/* ---- public: pinned host memory -------------------------------------------- */
+
+orError_t orMallocHost(void **ptr, size_t size)
+{
+    OR_API_BEGIN();
+    if (!ptr)
+        OR_RETURN(orErrorInvalidValue);
+    if (size == 0) {
+        *ptr = NULL;
+        return orSuccess;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (size > SIZE_MAX - page)
+        OR_RETURN(orErrorMemoryAllocation);
+    size_t len = (size + page - 1) & ~(page - 1);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        OR_RETURN(orErrorMemoryAllocation);
+    /* Page-locked when RLIMIT_MEMLOCK allows; the copies work either way. */
+    if (mlock(p, len))
+        OR_TRACE("memory", "mlock of %zu bytes refused; host buffer stays pageable", len);
+    pthread_mutex_lock(&or_rt.host_lock);
+    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len});
+    pthread_mutex_unlock(&or_rt.host_lock);
+    if (rc) {
+        munmap(p, len);
+        OR_RETURN(orErrorMemoryAllocation);
+    }
+    *ptr = p;
+    return orSuccess;
+}
+
+orError_t orFreeHost(void *ptr)
+{
+    OR_API_BEGIN();
+    if (!ptr)
+        return orSuccess;
+    or_extent e;
+    pthread_mutex_lock(&or_rt.host_lock);
+    int rc = or_extent_set_remove(&or_rt.host_allocs, (size_t)ptr, &e);
+    pthread_mutex_unlock(&or_rt.host_lock);
+    if (rc)
+        OR_RETURN(orErrorHostMemoryNotRegistered);
+    munmap(ptr, e.size);
+    return orSuccess;
+}
+
+static bool is_pinned(const void *p)
+{
+    or_extent e;
+    pthread_mutex_lock(&or_rt.host_lock);
+    bool found = or_extent_set_find(&or_rt.host_allocs, (size_t)p, &e) == 0;
+    pthread_mutex_unlock(&or_rt.host_lock);
+    return found;
+}
+
+orError_t orPointerGetAttributes(orPointerAttributes *attr, const void *ptr)
+{
+    OR_API_BEGIN();
+    if (!attr)
+        OR_RETURN(orErrorInvalidValue);
+    or_device *dev = device_of(ptr);
+    or_extent alloc;
+    if (dev && allocation_of(dev, ptr, &alloc))
+        *attr = (orPointerAttributes){orMemoryTypeDevice, dev->id, (void *)ptr};
+    else if (ptr && !dev && is_pinned(ptr))
+        *attr = (orPointerAttributes){orMemoryTypeHost, -1, (void *)ptr};
+    else
+        *attr = (orPointerAttributes){orMemoryTypeUnmanaged, -1, NULL};
+    return orSuccess;
+}
+
+orError_t orMemoryUnprotect(void *devPtr)
+{
+    OR_API_BEGIN();
+    or_device *dev;
+    orError_t err = or_mem_classify(devPtr, 0, &dev);
+    if (err == orSuccess && !dev)
+        err = orErrorInvalidDevicePointer;
+    if (err != orSuccess)
+        OR_RETURN(err);
+    pthread_mutex_lock(&or_rt.strict_lock);
+    or_rt.strict_user_windows++;
+    pthread_mutex_unlock(&or_rt.strict_lock);
+    or_strict_enter();
+    return orSuccess;
+}
+
+orError_t orMemoryProtect(void *devPtr)
+{
+    OR_API_BEGIN();
+    or_device *dev;
+    orError_t err = or_mem_classify(devPtr, 0, &dev);
+    if (err == orSuccess && !dev)
+        err = orErrorInvalidDevicePointer;
+    if (err != orSuccess)
+        OR_RETURN(err);
+    pthread_mutex_lock(&or_rt.strict_lock);
+    bool open = or_rt.strict_user_windows > 0;
+    if (open)
+        or_rt.strict_user_windows--;
+    pthread_mutex_unlock(&or_rt.strict_lock);
+    if (!open)
+        OR_RETURN(orErrorInvalidValue);
+    or_strict_leave();
+    return orSuccess;
+}
+
+/* ---- public: copies and memsets -------------------------------------------- */
+
+/* Validate a copy and return the op that performs it. */
+static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpyKind kind,
+                              or_op **out)
+{
+    if ((unsigned)kind > orMemcpyDefault)
+        return orErrorInvalidMemcpyDirection;
+    if (!dst || !src)
+        return orErrorInvalidValue;
+    or_device *ddev, *sdev;
+    orError_t err = or_mem_classify(dst, count, &ddev);
+    if (err == orSuccess)
+        err = or_mem_classify(src, count, &sdev);
+    if (err != orSuccess)
+        return err;
+    orMemcpyKind actual = ddev ? (sdev ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)
+                               : (sdev ? orMemcpyDeviceToHost : orMemcpyHostToHost);
+    if (kind != orMemcpyDefault && kind != actual) {
+        OR_INFO("memory", "memcpy kind %d contradicts the pointers (they say %d)", (int)kind,
+                (int)actual);
+        return orErrorInvalidValue;
+    }
+    or_op *op = or_op_new(OR_OP_COPY, 0);
+    if (!op)
+        return orErrorMemoryAllocation;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.count = count;
+    op->cost.bytes = count;
+    *out = op;
+    return orSuccess;
+}
+
+static orError_t memset_prepare(void *devPtr, int value, size_t count, or_op **out)
+{
+    if (!devPtr)
+        return orErrorInvalidValue;
+    or_device *dev;
+    orError_t err = or_mem_classify(devPtr, count, &dev);
+    if (err != orSuccess)
+        return err;
+    if (!dev)
+        return orErrorInvalidValue;
+    or_op *op = or_op_new(OR_OP_MEMSET, 0);
+    if (!op)
+        return orErrorMemoryAllocation;
+    op->u.memset.dst = devPtr;
+    op->u.memset.value = value;
+    op->u.memset.count = count;
+    op->cost.bytes = count;
+    *out = op;
+    return orSuccess;
+}
+
+/* Synchronous calls: after the default stream's queued work, return when done. */
+static void run_on_default_stream(or_op *op)
+{
+    or_stream *s = &or_current_device()->default_stream;
+    or_stream_wait_seq(s, or_stream_enqueue(s, op));
+}
+
+orError_t orMemcpy(void *dst, const void *src, size_t count, orMemcpyKind kind)
+{
+    OR_API_BEGIN();
+    if ((unsigned)kind > orMemcpyDefault)
+        OR_RETURN(orErrorInvalidMemcpyDirection);
+    if (count == 0)
+        return orSuccess;
+    if (or_in_worker())
+        OR_RETURN(orErrorNotPermitted);
+    or_op *op;
+    orError_t err = copy_prepare(dst, src, count, kind, &op);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    run_on_default_stream(op);
+    return orSuccess;
+}
+
+orError_t orMemcpyAsync(void *dst, const void *src, size_t count, orMemcpyKind kind,
+                        orStream_t stream)
+{
+    OR_API_BEGIN();
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    if ((unsigned)kind > orMemcpyDefault)
+        OR_RETURN(orErrorInvalidMemcpyDirection);
+    if (count == 0)
+        return orSuccess;
+    or_op *op;
+    if ((err = copy_prepare(dst, src, count, kind, &op)) != orSuccess)
+        OR_RETURN(err);
+    or_stream_enqueue(s, op);
+    return orSuccess;
+}
+
+orError_t orMemset(void *devPtr, int value, size_t count)
+{
+    OR_API_BEGIN();
+    if (count == 0)
+        return orSuccess;
+    if (or_in_worker())
+        OR_RETURN(orErrorNotPermitted);
+    or_op *op;
+    orError_t err = memset_prepare(devPtr, value, count, &op);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    run_on_default_stream(op);
+    return orSuccess;
+}
+
+orError_t orMemsetAsync(void *devPtr, int value, size_t count, orStream_t stream)
+{
+    OR_API_BEGIN();
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    if (count == 0)
+        return orSuccess;
+    or_op *op;
+    if ((err = memset_prepare(devPtr, value, count, &op)) != orSuccess)
+        OR_RETURN(err);
+    or_stream_enqueue(s, op);
+    return orSuccess;
+}

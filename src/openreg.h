@@ -1,0 +1,178 @@
+/*
+ * openreg.h - the OpenReg Cluster runtime API.
+ *
+ * A CUDA-runtime-shaped API over CPU-simulated devices. Names, values and
+ * semantics follow PyTorch's OpenReg runtime (itself a mirror of the CUDA
+ * runtime), so code written for either ports by renaming. docs/api.md is the
+ * reference: behaviour of every function and every error it returns.
+ */
+#ifndef OPENREG_H
+#define OPENREG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define OPENREG_EXPORT __attribute__((visibility("default")))
+#else
+#define OPENREG_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes. The first three values are OpenReg's; the list is generated
+ * from one X-macro so that names, strings and values never drift apart.
+ * Values are stable: new codes are only ever appended. */
+#define OR_ERROR_LIST(X)                                                                        \
+    X(orSuccess, 0, "no error")                                                                 \
+    X(orErrorUnknown, 1, "unknown error")                                                       \
+    X(orErrorNotReady, 2, "device work not yet complete")                                       \
+    X(orErrorInvalidValue, 3, "invalid argument")                                               \
+    X(orErrorInvalidDevice, 4, "invalid device ordinal")                                        \
+    X(orErrorMemoryAllocation, 5, "out of device or host memory")                               \
+    X(orErrorInvalidResourceHandle, 6, "invalid, destroyed or foreign stream or event handle")  \
+    X(orErrorInvalidDevicePointer, 7, "not a live device allocation (freed, foreign or never allocated)") \
+    X(orErrorInvalidMemcpyDirection, 8, "unknown memcpy kind")                                  \
+    X(orErrorNotSupported, 9, "operation not supported")                                        \
+    X(orErrorPeerAccessNotEnabled, 10, "peer access has not been enabled")                      \
+    X(orErrorPeerAccessAlreadyEnabled, 11, "peer access is already enabled")                    \
+    X(orErrorInitialization, 12, "runtime initialization failed (see the message printed at start-up)") \
+    X(orErrorTimeout, 13, "operation timed out")                                                \
+    X(orErrorRemote, 14, "a remote peer failed")                                                \
+    X(orErrorNotPermitted, 15, "operation not permitted from a kernel or host function")        \
+    X(orErrorHostMemoryNotRegistered, 16, "pointer is not a live pinned host allocation")
+
+typedef enum orError_t {
+#define OR_ERROR_ENUM(name, value, text) name = value,
+    OR_ERROR_LIST(OR_ERROR_ENUM)
+#undef OR_ERROR_ENUM
+} orError_t;
+
+typedef enum orMemcpyKind {
+    orMemcpyHostToHost = 0,
+    orMemcpyHostToDevice = 1,
+    orMemcpyDeviceToHost = 2,
+    orMemcpyDeviceToDevice = 3,
+    orMemcpyDefault = 4 /* inferred from the pointers */
+} orMemcpyKind;
+
+typedef enum orMemoryType {
+    orMemoryTypeUnmanaged = 0, /* memory the runtime does not know */
+    orMemoryTypeHost = 1,      /* pinned host memory from orMallocHost */
+    orMemoryTypeDevice = 2,    /* a live device allocation */
+    orMemoryTypeRemote = 3     /* device memory of another node (IPC) */
+} orMemoryType;
+
+typedef struct orPointerAttributes {
+    orMemoryType type;
+    int device;    /* owning device, -1 when not device memory */
+    void *pointer; /* the pointer itself for device and host memory, NULL otherwise */
+} orPointerAttributes;
+
+typedef enum orEventFlags {
+    orEventDisableTiming = 0x0, /* OpenReg's default: orEventCreate makes one of these */
+    orEventEnableTiming = 0x1
+} orEventFlags;
+
+typedef enum orStreamFlags {
+    orStreamDefault = 0x0,
+    orStreamNonBlocking = 0x1 /* accepted for CUDA compatibility; no stream syncs implicitly */
+} orStreamFlags;
+
+typedef struct orDeviceProp {
+    char name[256];           /* device profile name */
+    size_t totalGlobalMem;    /* arena capacity in bytes */
+    int multiProcessorCount;  /* compute threads that run kernel blocks */
+    int numaNode;             /* NUMA node of the device's cores and memory (-1: unknown) */
+    char cpuList[256];        /* cores of the device, hwloc list syntax, e.g. "0-3" */
+    size_t sharedMemPerBlock; /* largest sharedMem a launch may ask for */
+    int maxThreadsPerBlock;   /* largest blockDim.x * y * z */
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int asyncEngineCount; /* copy engines */
+} orDeviceProp;
+
+struct orStream;
+struct orEvent;
+typedef struct orStream *orStream_t; /* NULL is the current device's default stream */
+typedef struct orEvent *orEvent_t;
+
+typedef struct {
+    unsigned int x, y, z;
+} orDim3;
+
+/* What a kernel sees for the block it runs. A block is the unit of
+ * parallelism: the kernel is called once per block and iterates over the
+ * block's threads itself (blockDim tells how many). */
+typedef struct {
+    orDim3 blockIdx, blockDim, gridDim;
+    int device;
+    void *sharedMem; /* sharedMem bytes private to this block, NULL if 0 */
+} orKernelContext;
+
+typedef void (*orKernel_t)(const orKernelContext *ctx, void *args);
+
+/* Errors */
+OPENREG_EXPORT const char *orGetErrorName(orError_t error);
+OPENREG_EXPORT const char *orGetErrorString(orError_t error);
+OPENREG_EXPORT orError_t orGetLastError(void);
+OPENREG_EXPORT orError_t orPeekAtLastError(void);
+
+/* Devices */
+OPENREG_EXPORT orError_t orGetDeviceCount(int *count);
+OPENREG_EXPORT orError_t orSetDevice(int device); /* current device is per thread */
+OPENREG_EXPORT orError_t orGetDevice(int *device);
+OPENREG_EXPORT orError_t orGetDeviceProperties(orDeviceProp *prop, int device);
+OPENREG_EXPORT orError_t orDeviceSynchronize(void);
+OPENREG_EXPORT orError_t orDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+
+/* Memory */
+OPENREG_EXPORT orError_t orMalloc(void **devPtr, size_t size);
+OPENREG_EXPORT orError_t orFree(void *devPtr);
+OPENREG_EXPORT orError_t orMallocHost(void **ptr, size_t size);
+OPENREG_EXPORT orError_t orFreeHost(void *ptr);
+OPENREG_EXPORT orError_t orMemcpy(void *dst, const void *src, size_t count, orMemcpyKind kind);
+OPENREG_EXPORT orError_t orMemcpyAsync(void *dst, const void *src, size_t count,
+                                       orMemcpyKind kind, orStream_t stream);
+OPENREG_EXPORT orError_t orMemset(void *devPtr, int value, size_t count);
+OPENREG_EXPORT orError_t orMemsetAsync(void *devPtr, int value, size_t count, orStream_t stream);
+OPENREG_EXPORT orError_t orMemGetInfo(size_t *free, size_t *total);
+OPENREG_EXPORT orError_t orPointerGetAttributes(orPointerAttributes *attr, const void *ptr);
+/* Strict mode (OPENREG_STRICT=1) keeps device memory unreadable by host code;
+ * these open and close a window in which the host may touch it (nestable). */
+OPENREG_EXPORT orError_t orMemoryUnprotect(void *devPtr);
+OPENREG_EXPORT orError_t orMemoryProtect(void *devPtr);
+
+/* Streams */
+OPENREG_EXPORT orError_t orStreamCreate(orStream_t *stream);
+OPENREG_EXPORT orError_t orStreamCreateWithPriority(orStream_t *stream, unsigned int flags,
+                                                    int priority);
+OPENREG_EXPORT orError_t orStreamGetPriority(orStream_t stream, int *priority);
+OPENREG_EXPORT orError_t orStreamDestroy(orStream_t stream);
+OPENREG_EXPORT orError_t orStreamSynchronize(orStream_t stream);
+OPENREG_EXPORT orError_t orStreamQuery(orStream_t stream);
+OPENREG_EXPORT orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags);
+
+/* Events */
+OPENREG_EXPORT orError_t orEventCreate(orEvent_t *event);
+OPENREG_EXPORT orError_t orEventCreateWithFlags(orEvent_t *event, unsigned int flags);
+OPENREG_EXPORT orError_t orEventRecord(orEvent_t event, orStream_t stream);
+OPENREG_EXPORT orError_t orEventQuery(orEvent_t event);
+OPENREG_EXPORT orError_t orEventSynchronize(orEvent_t event);
+OPENREG_EXPORT orError_t orEventElapsedTime(float *ms, orEvent_t start, orEvent_t end);
+OPENREG_EXPORT orError_t orEventDestroy(orEvent_t event);
+
+/* Kernels and host functions. Arguments are copied at launch. */
+OPENREG_EXPORT orError_t orLaunchKernel(orKernel_t kernel, orDim3 grid, orDim3 block,
+                                        const void *args, size_t argsSize, size_t sharedMem,
+                                        orStream_t stream);
+OPENREG_EXPORT orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void *userData),
+                                          void *userData);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OPENREG_H */

@@ -1,0 +1,256 @@
+/* src/runtime.c - lazy start-up, the device table, per-thread state, teardown. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+or_runtime or_rt = {
+    .strict_lock = PTHREAD_MUTEX_INITIALIZER,
+    .host_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static _Thread_local int current_device;
+static _Thread_local bool worker_thread;
+
+bool or_in_worker(void) { return worker_thread; }
+
+or_device *or_current_device(void) { return &or_rt.devices[current_device]; }
+
+static orError_t device_start(or_device *dev, int id, const or_placement *place)
+{
+    memset(dev, 0, sizeof *dev);
+    dev->id = id;
+    dev->hw.place = *place;
+    pthread_mutex_init(&dev->mem_lock, NULL);
+    pthread_mutex_init(&dev->lock, NULL);
+    size_t capacity = (size_t)or_rt.cfg.device_mem;
+    if (or_cpu_device_map(&dev->hw, capacity)) {
+        fprintf(stderr, "openreg: cannot reserve %zu bytes for device %d (OPENREG_DEVICE_MEM)\n",
+                capacity, id);
+        return orErrorInitialization;
+    }
+    if (or_arena_init(&dev->arena, capacity))
+        return orErrorInitialization;
+    if (or_rt.cfg.strict)
+        or_cpu_device_set_readable(&dev->hw, false);
+
+    int nthreads = or_rt.cfg.device_threads ? (int)or_rt.cfg.device_threads : place->ncores;
+    if (nthreads < 1)
+        nthreads = 1;
+    orDeviceProp *p = &dev->prop;
+    snprintf(p->name, sizeof p->name, "openreg cpu");
+    p->totalGlobalMem = dev->arena.capacity;
+    p->multiProcessorCount = nthreads;
+    p->numaNode = place->numa_node;
+    snprintf(p->cpuList, sizeof p->cpuList, "%s", place->cpulist);
+    p->sharedMemPerBlock = OR_MAX_SHARED_MEM;
+    p->maxThreadsPerBlock = (int)OR_MAX_BLOCK_THREADS;
+    p->maxThreadsDim[0] = 1024;
+    p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647;
+    p->maxGridSize[1] = 65535;
+    p->maxGridSize[2] = 65535;
+    p->asyncEngineCount = 1;
+
+    or_stream_init(&dev->default_stream, dev, OR_PRIORITY_LEAST, orStreamDefault);
+    if (or_cpu_device_start_workers(&dev->hw, nthreads, or_device_worker_main, dev)) {
+        fprintf(stderr, "openreg: cannot start %d worker threads for device %d\n", nthreads, id);
+        return orErrorInitialization;
+    }
+    return orSuccess;
+}
+
+static void device_stop(or_device *dev)
+{
+    pthread_mutex_lock(&dev->lock);
+    dev->stopping = true;
+    or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+    or_cpu_device_join_workers(&dev->hw);
+    while (dev->streams) {
+        or_stream *s = dev->streams;
+        dev->streams = s->next;
+        or_stream_free_pending(s);
+        if (s != &dev->default_stream)
+            free(s);
+    }
+    or_arena_fini(&dev->arena);
+    or_cpu_device_unmap(&dev->hw);
+    or_placement_release(&dev->hw.place);
+}
+
+/* Quiescent at exit: workers finish their current op and stop. Work still
+ * queued is dropped, as a process exit drops a CUDA context's. */
+static void runtime_teardown(void)
+{
+    for (int d = 0; d < or_rt.ndevices; d++)
+        device_stop(&or_rt.devices[d]);
+    free(or_rt.devices);
+    or_rt.devices = NULL;
+    or_rt.ndevices = 0;
+    or_memory_fini();
+    or_placement_fini();
+}
+
+static void runtime_init(void)
+{
+    if (or_config_load(&or_rt.cfg)) {
+        or_rt.init_error = orErrorInitialization;
+        return;
+    }
+    or_log_set_level((or_log_level)or_rt.cfg.debug);
+    int n = (int)or_rt.cfg.devices;
+    or_placement *places = calloc((size_t)n, sizeof *places);
+    or_rt.devices = calloc((size_t)n, sizeof *or_rt.devices);
+    if (!places || !or_rt.devices || or_placement_compute(n, places)) {
+        fprintf(stderr, "openreg: cannot read the host topology (hwloc)\n");
+        free(places);
+        or_rt.init_error = orErrorInitialization;
+        return;
+    }
+    for (int d = 0; d < n; d++) {
+        or_rt.init_error = device_start(&or_rt.devices[d], d, &places[d]);
+        or_rt.ndevices = d + 1;
+        if (or_rt.init_error != orSuccess)
+            break;
+    }
+    free(places);
+    if (or_rt.init_error != orSuccess) {
+        runtime_teardown();
+        return;
+    }
+    atexit(runtime_teardown);
+    OR_INFO("init", "%d devices, %lld bytes each, strict=%lld", n, or_rt.cfg.device_mem,
+            or_rt.cfg.strict);
+}
+
+orError_t or_init(void)
+{
+    pthread_once(&init_once, runtime_init);
+    return or_rt.init_error;
+}
+
+/* Called by each worker thread before it runs anything. */
+void or_mark_worker_thread(int device)
+{
+    worker_thread = true;
+    current_device = device;
+}
+
+void or_strict_enter(void)
+{
+    if (!or_rt.cfg.strict)
+        return;
+    pthread_mutex_lock(&or_rt.strict_lock);
+    if (or_rt.strict_open++ == 0)
+        for (int d = 0; d < or_rt.ndevices; d++)
+            or_cpu_device_set_readable(&or_rt.devices[d].hw, true);
+    pthread_mutex_unlock(&or_rt.strict_lock);
+}
+
+void or_strict_leave(void)
+{
+    if (!or_rt.cfg.strict)
+        return;
+    pthread_mutex_lock(&or_rt.strict_lock);
+    if (--or_rt.strict_open == 0)
+        for (int d = 0; d < or_rt.ndevices; d++)
+            or_cpu_device_set_readable(&or_rt.devices[d].hw, false);
+    pthread_mutex_unlock(&or_rt.strict_lock);
+}
+
+/* ---- public: devices ---------------------------------------------------- */
+
+orError_t orGetDeviceCount(int *count)
+{
+    OR_API_BEGIN();
+    if (!count)
+        OR_RETURN(orErrorInvalidValue);
+    *count = or_rt.ndevices;
+    return orSuccess;
+}
+
+orError_t orSetDevice(int device)
+{
+    OR_API_BEGIN();
+    if (device < 0 || device >= or_rt.ndevices)
+        OR_RETURN(orErrorInvalidDevice);
+    current_device = device;
+    return orSuccess;
+}
+
+orError_t orGetDevice(int *device)
+{
+    OR_API_BEGIN();
+    if (!device)
+        OR_RETURN(orErrorInvalidValue);
+    *device = current_device;
+    return orSuccess;
+}
+
+orError_t orGetDeviceProperties(orDeviceProp *prop, int device)
+{
+    OR_API_BEGIN();
+    if (!prop)
+        OR_RETURN(orErrorInvalidValue);
+    if (device < 0 || device >= or_rt.ndevices)
+        OR_RETURN(orErrorInvalidDevice);
+    *prop = or_rt.devices[device].prop;
+    return orSuccess;
+}
+
+orError_t orDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    OR_API_BEGIN();
+    if (leastPriority)
+        *leastPriority = OR_PRIORITY_LEAST;
+    if (greatestPriority)
+        *greatestPriority = OR_PRIORITY_GREATEST;
+    return orSuccess;
+}
+
+orError_t orDeviceSynchronize(void)
+{
+    OR_API_BEGIN();
+    if (or_in_worker())
+        OR_RETURN(orErrorNotPermitted);
+    or_device *dev = or_current_device();
+
+    /* Pin every stream with its current tail so a concurrent orStreamDestroy
+     * waits for us instead of freeing what we wait on. */
+    pthread_mutex_lock(&dev->lock);
+    size_t n = 0, cap = 16;
+    struct pinned { or_stream *s; uint64_t seq; } *pins = malloc(cap * sizeof *pins);
+    for (or_stream *s = dev->streams; s && pins; s = s->next) {
+        if (n == cap) {
+            struct pinned *grown = realloc(pins, 2 * cap * sizeof *pins);
+            if (!grown)
+                break;
+            pins = grown;
+            cap *= 2;
+        }
+        atomic_fetch_add(&s->pins, 1);
+        pins[n].s = s;
+        pins[n].seq = s->last_seq;
+        n++;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (!pins)
+        OR_RETURN(orErrorMemoryAllocation);
+
+    for (size_t i = 0; i < n; i++)
+        or_stream_wait_seq(pins[i].s, pins[i].seq);
+
+    pthread_mutex_lock(&dev->lock);
+    for (size_t i = 0; i < n; i++) {
+        atomic_fetch_sub(&pins[i].s->pins, 1);
+        or_notifier_signal(&pins[i].s->done);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    free(pins);
+    return orSuccess;
+}

@@ -1,0 +1,455 @@
+/*
+ * src/stream.c - streams: in-order queues of ops, run by the device's workers.
+ *
+ * A stream is "ready" when its head op can start: it sits on its device's
+ * ready list (one FIFO per priority) until a worker takes it. While the head
+ * executes the stream is busy, so its ops never overlap. Event waits never
+ * occupy a worker: they are resolved when the stream reaches them, or the
+ * stream parks on the event until the record completes.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void or_stream_init(or_stream *s, or_device *dev, int priority, unsigned flags)
+{
+    memset(s, 0, sizeof *s);
+    s->dev = dev;
+    s->priority = priority;
+    s->flags = flags;
+    pthread_mutex_lock(&dev->lock);
+    s->next = dev->streams;
+    if (dev->streams)
+        dev->streams->prev = s;
+    dev->streams = s;
+    pthread_mutex_unlock(&dev->lock);
+}
+
+orError_t or_stream_resolve(orStream_t handle, or_stream **out)
+{
+    if (!handle) {
+        *out = &or_current_device()->default_stream;
+        return orSuccess;
+    }
+    or_stream *s = or_handle_lookup(OR_HANDLE_STREAM, (uintptr_t)handle);
+    if (!s)
+        return orErrorInvalidResourceHandle;
+    *out = s;
+    return orSuccess;
+}
+
+or_op *or_op_new(or_op_kind kind, size_t payload)
+{
+    or_op *op = malloc(sizeof *op + payload);
+    if (!op)
+        return NULL;
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    atomic_init(&op->refs, 1);
+    return op;
+}
+
+void or_op_release(or_op *op)
+{
+    if (atomic_fetch_sub(&op->refs, 1) != 1)
+        return;
+    if (op->kind == OR_OP_EVENT_RECORD || op->kind == OR_OP_EVENT_WAIT)
+        or_event_release(op->u.event.event);
+    free(op);
+}
+
+/* ---- scheduling (all under dev->lock) ------------------------------------ */
+
+static int priority_level(const or_stream *s) { return OR_PRIORITY_LEAST - s->priority; }
+
+static void pop_head_locked(or_stream *s, or_op *op)
+{
+    s->head = op->next;
+    if (!s->head)
+        s->tail = NULL;
+    atomic_store(&s->done_seq, op->seq);
+    or_notifier_signal(&s->done);
+}
+
+/* Resolve satisfied event waits at the head, then queue the stream if its
+ * head can run. Returns true if the stream was queued. */
+static bool stream_advance_locked(or_stream *s)
+{
+    while (s->head && s->head->kind == OR_OP_EVENT_WAIT) {
+        or_op *op = s->head;
+        if (!or_event_check_or_wait(op->u.event.event, op->u.event.gen, s)) {
+            s->blocked = true;
+            return false;
+        }
+        pop_head_locked(s, op);
+        or_op_release(op);
+    }
+    if (!s->head)
+        return false;
+    or_device *dev = s->dev;
+    int lvl = priority_level(s);
+    s->next_ready = NULL;
+    if (dev->ready_tail[lvl])
+        dev->ready_tail[lvl]->next_ready = s;
+    else
+        dev->ready_head[lvl] = s;
+    dev->ready_tail[lvl] = s;
+    s->queued = true;
+    return true;
+}
+
+static or_stream *pop_ready_locked(or_device *dev)
+{
+    for (int lvl = OR_NUM_PRIORITIES - 1; lvl >= 0; lvl--) {
+        or_stream *s = dev->ready_head[lvl];
+        if (!s)
+            continue;
+        dev->ready_head[lvl] = s->next_ready;
+        if (!dev->ready_head[lvl])
+            dev->ready_tail[lvl] = NULL;
+        s->queued = false;
+        return s;
+    }
+    return NULL;
+}
+
+uint64_t or_stream_enqueue(or_stream *s, or_op *op)
+{
+    or_device *dev = s->dev;
+    bool wake = false;
+    pthread_mutex_lock(&dev->lock);
+    uint64_t seq = op->seq = ++s->last_seq;
+    op->stream = s;
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    atomic_store(&s->enq_seq, op->seq);
+    if (s->head == op && !s->busy && !s->queued && !s->blocked)
+        wake = stream_advance_locked(s);
+    if (wake)
+        or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+    return seq;
+}
+
+/* The op at the head of s finished: move on. */
+static void stream_complete(or_stream *s, or_op *op)
+{
+    or_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    s->busy = false;
+    pop_head_locked(s, op);
+    if (s->head && stream_advance_locked(s))
+        or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+    or_op_release(op);
+}
+
+/* Event completion calls this for a stream parked on it. */
+void or_stream_unblock(or_stream *s)
+{
+    or_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    s->blocked = false;
+    if (!s->busy && !s->queued && stream_advance_locked(s))
+        or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+}
+
+typedef struct {
+    or_stream *s;
+    uint64_t seq;
+} seq_wait;
+
+static bool seq_reached(void *arg)
+{
+    seq_wait *w = arg;
+    return atomic_load(&w->s->done_seq) >= w->seq;
+}
+
+void or_stream_wait_seq(or_stream *s, uint64_t seq)
+{
+    seq_wait w = {s, seq};
+    or_wait(&s->done, seq_reached, &w, 0);
+}
+
+/* Teardown: drop what never ran. */
+void or_stream_free_pending(or_stream *s)
+{
+    while (s->head) {
+        or_op *op = s->head;
+        s->head = op->next;
+        or_op_release(op);
+    }
+    s->tail = NULL;
+}
+
+/* ---- execution (worker threads) ------------------------------------------- */
+
+static _Thread_local void *block_shared;
+static _Thread_local size_t block_shared_size;
+
+/* Run blocks of a kernel until none are left; the thread finishing the last
+ * block completes the op. */
+static void kernel_run_blocks(or_stream *s, or_op *op)
+{
+    const orDim3 grid = op->u.kernel.grid;
+    orKernelContext ctx = {.blockDim = op->u.kernel.block, .gridDim = grid, .device = s->dev->id};
+    size_t shared = op->u.kernel.shared_mem;
+    if (shared > block_shared_size) {
+        void *grown = realloc(block_shared, shared);
+        if (grown) {
+            block_shared = grown;
+            block_shared_size = shared;
+        }
+    }
+    ctx.sharedMem = shared ? block_shared : NULL;
+    const uint64_t n = op->u.kernel.nblocks;
+    bool last = false;
+    or_strict_enter();
+    for (;;) {
+        uint64_t b = atomic_fetch_add(&op->u.kernel.next_block, 1);
+        if (b >= n)
+            break;
+        ctx.blockIdx.x = (unsigned)(b % grid.x);
+        ctx.blockIdx.y = (unsigned)(b / grid.x % grid.y);
+        ctx.blockIdx.z = (unsigned)(b / ((uint64_t)grid.x * grid.y));
+        op->u.kernel.fn(&ctx, op->u.kernel.args);
+        if (atomic_fetch_add(&op->u.kernel.blocks_done, 1) + 1 == n)
+            last = true;
+    }
+    or_strict_leave();
+    if (last) {
+        or_device *dev = s->dev;
+        pthread_mutex_lock(&dev->lock);
+        for (or_op **p = &dev->jobs; *p; p = &(*p)->u.kernel.next_job)
+            if (*p == op) {
+                *p = op->u.kernel.next_job;
+                break;
+            }
+        pthread_mutex_unlock(&dev->lock);
+        stream_complete(s, op);
+    }
+}
+
+static void op_execute(or_stream *s, or_op *op)
+{
+    switch (op->kind) {
+    case OR_OP_KERNEL:
+        if (op->u.kernel.nblocks > 1 && s->dev->hw.nthreads > 1) {
+            /* Publish the kernel so idle workers join in on its blocks. */
+            or_device *dev = s->dev;
+            pthread_mutex_lock(&dev->lock);
+            op->u.kernel.next_job = dev->jobs;
+            dev->jobs = op;
+            atomic_fetch_add(&op->refs, 1);
+            or_notifier_signal(&dev->work);
+            pthread_mutex_unlock(&dev->lock);
+            kernel_run_blocks(s, op);
+            or_op_release(op);
+        } else {
+            kernel_run_blocks(s, op);
+        }
+        return;
+    case OR_OP_COPY:
+        or_strict_enter();
+        memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.count);
+        or_strict_leave();
+        break;
+    case OR_OP_MEMSET:
+        or_strict_enter();
+        memset(op->u.memset.dst, op->u.memset.value, op->u.memset.count);
+        or_strict_leave();
+        break;
+    case OR_OP_HOST_FUNC:
+        op->u.host.fn(op->u.host.data);
+        break;
+    case OR_OP_EVENT_RECORD:
+        or_event_complete(op->u.event.event, op->u.event.gen);
+        break;
+    case OR_OP_EVENT_WAIT: /* resolved by the scheduler, never executed */
+        break;
+    }
+    stream_complete(s, op);
+}
+
+typedef struct {
+    or_device *dev;
+    uint32_t seen;
+} work_wait;
+
+static bool work_signalled(void *arg)
+{
+    work_wait *w = arg;
+    return atomic_load(&w->dev->work.seq) != w->seen;
+}
+
+/* A kernel job whose blocks are not all handed out yet, with a reference
+ * taken for the caller; finished jobs are dropped from the list. */
+static or_op *take_job_locked(or_device *dev)
+{
+    while (dev->jobs) {
+        or_op *op = dev->jobs;
+        if (atomic_load(&op->u.kernel.next_block) < op->u.kernel.nblocks) {
+            atomic_fetch_add(&op->refs, 1);
+            return op;
+        }
+        dev->jobs = op->u.kernel.next_job;
+    }
+    return NULL;
+}
+
+void *or_device_worker_main(void *arg)
+{
+    or_device *dev = arg;
+    or_mark_worker_thread(dev->id);
+    pthread_mutex_lock(&dev->lock);
+    for (;;) {
+        or_op *job = take_job_locked(dev);
+        if (job) {
+            /* The job's stream stays busy, hence alive, until the kernel completes. */
+            pthread_mutex_unlock(&dev->lock);
+            kernel_run_blocks(job->stream, job);
+            or_op_release(job);
+            pthread_mutex_lock(&dev->lock);
+            continue;
+        }
+        or_stream *s = pop_ready_locked(dev);
+        if (s) {
+            s->busy = true;
+            or_op *op = s->head;
+            pthread_mutex_unlock(&dev->lock);
+            op_execute(s, op);
+            pthread_mutex_lock(&dev->lock);
+            continue;
+        }
+        if (dev->stopping)
+            break;
+        work_wait w = {dev, atomic_load(&dev->work.seq)};
+        pthread_mutex_unlock(&dev->lock);
+        or_wait(&dev->work, work_signalled, &w, 0);
+        pthread_mutex_lock(&dev->lock);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    free(block_shared);
+    block_shared = NULL;
+    block_shared_size = 0;
+    return NULL;
+}
+
+/* ---- public: streams ------------------------------------------------------ */
+
+orError_t orStreamCreateWithPriority(orStream_t *stream, unsigned int flags, int priority)
+{
+    OR_API_BEGIN();
+    if (!stream || (flags & ~(unsigned)orStreamNonBlocking))
+        OR_RETURN(orErrorInvalidValue);
+    if (priority > OR_PRIORITY_LEAST)
+        priority = OR_PRIORITY_LEAST;
+    if (priority < OR_PRIORITY_GREATEST)
+        priority = OR_PRIORITY_GREATEST;
+    or_stream *s = malloc(sizeof *s);
+    if (!s)
+        OR_RETURN(orErrorMemoryAllocation);
+    or_stream_init(s, or_current_device(), priority, flags);
+    s->handle = or_handle_register(OR_HANDLE_STREAM, s);
+    if (!s->handle) {
+        or_device *dev = s->dev;
+        pthread_mutex_lock(&dev->lock);
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            dev->streams = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
+        pthread_mutex_unlock(&dev->lock);
+        free(s);
+        OR_RETURN(orErrorMemoryAllocation);
+    }
+    *stream = (orStream_t)s->handle;
+    return orSuccess;
+}
+
+orError_t orStreamCreate(orStream_t *stream)
+{
+    return orStreamCreateWithPriority(stream, orStreamDefault, OR_PRIORITY_LEAST);
+}
+
+orError_t orStreamGetPriority(orStream_t stream, int *priority)
+{
+    OR_API_BEGIN();
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    if (!priority)
+        OR_RETURN(orErrorInvalidValue);
+    *priority = s->priority;
+    return orSuccess;
+}
+
+static bool stream_drained(void *arg)
+{
+    or_stream *s = arg;
+    return atomic_load(&s->done_seq) >= atomic_load(&s->enq_seq);
+}
+
+/* No orDeviceSynchronize is still looking at s. */
+static bool stream_unpinned(void *arg)
+{
+    or_stream *s = arg;
+    return atomic_load(&s->pins) == 0;
+}
+
+orError_t orStreamDestroy(orStream_t stream)
+{
+    OR_API_BEGIN();
+    if (!stream)
+        OR_RETURN(orErrorInvalidResourceHandle);
+    if (or_in_worker())
+        OR_RETURN(orErrorNotPermitted);
+    or_stream *s = or_handle_unregister(OR_HANDLE_STREAM, (uintptr_t)stream);
+    if (!s)
+        OR_RETURN(orErrorInvalidResourceHandle);
+    /* The handle is dead for everyone else; finish what was queued. */
+    or_wait(&s->done, stream_drained, s, 0);
+    or_wait(&s->done, stream_unpinned, s, 0);
+    or_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        dev->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&dev->lock);
+    free(s);
+    return orSuccess;
+}
+
+orError_t orStreamSynchronize(orStream_t stream)
+{
+    OR_API_BEGIN();
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    if (or_in_worker())
+        OR_RETURN(orErrorNotPermitted);
+    or_stream_wait_seq(s, atomic_load(&s->enq_seq));
+    return orSuccess;
+}
+
+orError_t orStreamQuery(orStream_t stream)
+{
+    OR_API_BEGIN();
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    return stream_drained(s) ? orSuccess : orErrorNotReady;
+}

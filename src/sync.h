@@ -1,0 +1,42 @@
+/*
+ * src/sync.h - waiting without burning cores.
+ *
+ * Ranks and threads routinely outnumber cores, so every wait in the runtime
+ * is: a short spin (the answer often arrives within microseconds), then
+ * sched_yield (lets the thread we wait for run on our core), then a futex
+ * sleep. A notifier is a futex word bumped by whoever changes the state a
+ * waiter's condition reads.
+ */
+#ifndef OR_SYNC_H
+#define OR_SYNC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct or_notifier {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t waiters;
+} or_notifier;
+
+typedef bool (*or_cond_fn)(void *arg);
+
+/* Wake the waiters of n after changing the state their conditions read. */
+void or_notifier_signal(or_notifier *n);
+
+/* Return once cond(arg) is true. deadline_ns is CLOCK_MONOTONIC, 0 = none;
+ * returns false if the deadline passed first. */
+bool or_wait(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns);
+
+uint64_t or_now_ns(void); /* CLOCK_MONOTONIC */
+
+static inline void or_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

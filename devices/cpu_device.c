@@ -2,6 +2,7 @@
 #include "cpu_device.h"
 
 #include <stdlib.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,11 +60,21 @@ int or_cpu_device_start_workers(or_cpu_device *d, int n, void *(*body)(void *), 
     return 0;
 }
 
-void or_cpu_device_join_workers(or_cpu_device *d)
+bool or_cpu_device_join_workers(or_cpu_device *d, unsigned timeout_ms)
 {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
     for (int i = 0; i < d->nthreads; i++)
-        pthread_join(d->threads[i], NULL);
+        if (pthread_timedjoin_np(d->threads[i], NULL, &deadline))
+            return false; /* stuck in user code: leave it and what it may touch */
     free(d->threads);
     d->threads = NULL;
     d->nthreads = 0;
+    return true;
 }

@@ -31,6 +31,7 @@ int or_cpu_device_set_readable(or_cpu_device *d, bool readable);
 void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len);
 /* Start n workers running body(arg), each bound to the device's cores first. */
 int or_cpu_device_start_workers(or_cpu_device *d, int n, void *(*body)(void *), void *arg);
-void or_cpu_device_join_workers(or_cpu_device *d);
+/* Wait up to timeout_ms for the workers to return; false if one did not. */
+bool or_cpu_device_join_workers(or_cpu_device *d, unsigned timeout_ms);
 
 #endif

@@ -64,13 +64,18 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
     return orSuccess;
 }
 
-static void device_stop(or_device *dev)
+/* False if a worker did not stop (a host function that never returns):
+ * then the device's memory stays, since that code may still use it. */
+static bool device_stop(or_device *dev)
 {
     pthread_mutex_lock(&dev->lock);
     dev->stopping = true;
     or_notifier_signal(&dev->work);
     pthread_mutex_unlock(&dev->lock);
-    or_cpu_device_join_workers(&dev->hw);
+    if (!or_cpu_device_join_workers(&dev->hw, 2000)) {
+        OR_WARN("init", "device %d: a worker is still busy at exit; not freeing the device", dev->id);
+        return false;
+    }
     while (dev->streams) {
         or_stream *s = dev->streams;
         dev->streams = s->next;
@@ -81,14 +86,18 @@ static void device_stop(or_device *dev)
     or_arena_fini(&dev->arena);
     or_cpu_device_unmap(&dev->hw);
     or_placement_release(&dev->hw.place);
+    return true;
 }
 
 /* Quiescent at exit: workers finish their current op and stop. Work still
  * queued is dropped, as a process exit drops a CUDA context's. */
 static void runtime_teardown(void)
 {
+    bool stopped = true;
     for (int d = 0; d < or_rt.ndevices; d++)
-        device_stop(&or_rt.devices[d]);
+        stopped &= device_stop(&or_rt.devices[d]);
+    if (!stopped)
+        return;
     free(or_rt.devices);
     or_rt.devices = NULL;
     or_rt.ndevices = 0;

@@ -15,6 +15,7 @@
 
 typedef struct or_extent {
     size_t off, size;
+    size_t requested; /* live allocations: the size asked for (size is rounded up) */
 } or_extent;
 
 /* Extents sorted by offset, non-overlapping. */

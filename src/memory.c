@@ -44,7 +44,9 @@ orError_t or_mem_classify(const void *p, size_t count, or_device **dev_out)
         if (!allocation_of(dev, p, &alloc))
             return orErrorInvalidDevicePointer;
         size_t off = (size_t)((const unsigned char *)p - dev->hw.base);
-        if (count > alloc.off + alloc.size - off)
+        /* Bounded by what was asked for, not the rounded block. */
+        size_t end = alloc.off + alloc.requested;
+        if (off > end || count > end - off)
             return orErrorInvalidValue;
     }
     *dev_out = dev;
@@ -141,7 +143,7 @@ orError_t orMallocHost(void **ptr, size_t size)
     if (mlock(p, len))
         OR_TRACE("memory", "mlock of %zu bytes refused; host buffer stays pageable", len);
     pthread_mutex_lock(&or_rt.host_lock);
-    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len});
+    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len, size});
     pthread_mutex_unlock(&or_rt.host_lock);
     if (rc) {
         munmap(p, len);

@@ -89,8 +89,7 @@ static bool device_stop(or_device *dev)
     return true;
 }
 
-/* Quiescent at exit: workers finish their current op and stop. Work still
- * queued is dropped, as a process exit drops a CUDA context's. */
+/* At exit: workers finish the queued work and stop, then everything is freed. */
 static void runtime_teardown(void)
 {
     bool stopped = true;

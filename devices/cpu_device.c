@@ -15,6 +15,10 @@ int or_cpu_device_map(or_cpu_device *d, size_t capacity)
         return -1;
     d->base = p;
     d->capacity = capacity;
+    /* Pages land on the device's node when first touched; best effort, as
+     * a single-node host or a fake topology has nothing to bind to. */
+    if (d->bind != OR_BIND_NONE)
+        or_placement_bind_memory(&d->place, p, capacity);
     return 0;
 }
 
@@ -42,21 +46,26 @@ void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len)
 
 static void *worker_trampoline(void *arg)
 {
-    or_cpu_device *d = arg;
-    or_placement_bind_thread(&d->place); /* best effort: an unbound worker still works */
-    return d->body(d->body_arg);
+    or_cpu_worker *w = arg;
+    /* Best effort: an unbound worker still works. */
+    or_placement_bind_thread(&w->dev->place, w->dev->bind, w->index);
+    return w->dev->body(w->dev->body_arg);
 }
 
 int or_cpu_device_start_workers(or_cpu_device *d, int n, void *(*body)(void *), void *arg)
 {
-    d->threads = calloc((size_t)n, sizeof *d->threads);
-    if (!d->threads)
+    d->workers = calloc((size_t)n, sizeof *d->workers);
+    if (!d->workers)
         return -1;
     d->body = body;
     d->body_arg = arg;
-    for (d->nthreads = 0; d->nthreads < n; d->nthreads++)
-        if (pthread_create(&d->threads[d->nthreads], NULL, worker_trampoline, d))
+    for (d->nthreads = 0; d->nthreads < n; d->nthreads++) {
+        or_cpu_worker *w = &d->workers[d->nthreads];
+        w->dev = d;
+        w->index = d->nthreads;
+        if (pthread_create(&w->thread, NULL, worker_trampoline, w))
             return -1; /* the caller joins the ones that started */
+    }
     return 0;
 }
 
@@ -71,10 +80,10 @@ bool or_cpu_device_join_workers(or_cpu_device *d, unsigned timeout_ms)
         deadline.tv_nsec -= 1000000000L;
     }
     for (int i = 0; i < d->nthreads; i++)
-        if (pthread_timedjoin_np(d->threads[i], NULL, &deadline))
+        if (pthread_timedjoin_np(d->workers[i].thread, NULL, &deadline))
             return false; /* stuck in user code: leave it and what it may touch */
-    free(d->threads);
-    d->threads = NULL;
+    free(d->workers);
+    d->workers = NULL;
     d->nthreads = 0;
     return true;
 }

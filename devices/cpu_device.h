@@ -12,24 +12,32 @@
 
 #include "placement.h"
 
+typedef struct or_cpu_worker {
+    struct or_cpu_device *dev;
+    int index;
+    pthread_t thread;
+} or_cpu_worker;
+
 typedef struct or_cpu_device {
     unsigned char *base; /* device memory, capacity bytes */
     size_t capacity;
     or_placement place;
+    or_bind_mode bind;
     int nthreads;
-    pthread_t *threads;
+    or_cpu_worker *workers;
     void *(*body)(void *); /* what every worker runs */
     void *body_arg;
 } or_cpu_device;
 
-/* Reserve capacity bytes of address space; 0 or -1. */
+/* Reserve capacity bytes of address space, bound to the device's NUMA
+ * node(s) unless d->bind is OR_BIND_NONE; 0 or -1. */
 int or_cpu_device_map(or_cpu_device *d, size_t capacity);
 void or_cpu_device_unmap(or_cpu_device *d);
 /* Strict mode: make the whole memory (un)readable by host code. */
 int or_cpu_device_set_readable(or_cpu_device *d, bool readable);
 /* Give the pages of a freed range back to the host (contents are lost). */
 void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len);
-/* Start n workers running body(arg), each bound to the device's cores first. */
+/* Start n workers running body(arg), each bound first as d->bind says. */
 int or_cpu_device_start_workers(or_cpu_device *d, int n, void *(*body)(void *), void *arg);
 /* Wait up to timeout_ms for the workers to return; false if one did not. */
 bool or_cpu_device_join_workers(or_cpu_device *d, unsigned timeout_ms);

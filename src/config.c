@@ -1,6 +1,8 @@
 /* src/config.c - the table of environment variables and their parsers. */
 #include "config.h"
 
+#include "profile.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -11,21 +13,31 @@
 
 static const char *const bool_choices[] = {"0", "1", NULL};
 static const char *const debug_choices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+/* Same order as or_bind_mode. */
+static const char *const bind_choices[] = {"core", "numa", "none", NULL};
 
 #define KIB 1024LL
 static const or_param params[] = {
     {"OPENREG_DEVICES", OR_PARAM_INT, "2", "an integer from 1 to 256",
      "number of simulated devices this process hosts", 1, 256, NULL,
      offsetof(or_config, devices)},
-    {"OPENREG_DEVICE_MEM", OR_PARAM_SIZE, "4G", "a size from 1M to 1T, like 512M or 4G",
-     "memory capacity of each device (reserved lazily, committed as used)", KIB * KIB,
-     KIB * KIB * KIB * KIB, NULL, offsetof(or_config, device_mem)},
+    {"OPENREG_DEVICE_PROFILE", OR_PARAM_CHOICE, "cpu", OR_PROFILE_NAMES_TEXT,
+     "device model: memory, copy engines, declared compute rate and bandwidth", 0, 0,
+     or_profile_names, offsetof(or_config, profile)},
+    {"OPENREG_DEVICE_MEM", OR_PARAM_SIZE, NULL, "a size from 1M to 1T, like 512M or 4G",
+     "memory capacity of each device, overriding the profile's (reserved lazily, committed "
+     "as used)",
+     KIB * KIB, KIB * KIB * KIB * KIB, NULL, offsetof(or_config, device_mem)},
     {"OPENREG_DEVICE_THREADS", OR_PARAM_INT, "0", "an integer from 0 to 256",
      "compute threads per device; 0 = one per core of the device's cpuset", 0, 256, NULL,
      offsetof(or_config, device_threads)},
     {"OPENREG_STRICT", OR_PARAM_CHOICE, "0", "0 or 1",
      "1 makes device memory unreadable by host code outside runtime operations", 0, 0,
      bool_choices, offsetof(or_config, strict)},
+    {"OPENREG_BIND", OR_PARAM_CHOICE, "core", "core, numa or none",
+     "binding of device worker threads: one core each, the device's NUMA node, or none; "
+     "device memory is bound to the device's NUMA node unless none",
+     0, 0, bind_choices, offsetof(or_config, bind)},
     {"OPENREG_DEBUG", OR_PARAM_CHOICE, "WARN", "NONE, WARN, INFO or TRACE",
      "log level of the runtime's messages on stderr", 0, 0, debug_choices,
      offsetof(or_config, debug)},
@@ -108,11 +120,15 @@ int or_config_load(or_config *cfg)
         const or_param *p = &params[i];
         const char *env = getenv(p->name);
         long long *field = (long long *)((char *)cfg + p->offset);
+        if (!env && !p->default_value) {
+            *field = 0;
+            continue;
+        }
         if (or_param_parse(p, env ? env : p->default_value, field) == 0)
             continue;
         /* Configuration errors are always shown: a silent default would hide them. */
-        fprintf(stderr, "openreg: %s='%s' is not valid: expected %s (default %s)\n", p->name,
-                env, p->accepted, p->default_value);
+        fprintf(stderr, "openreg: %s='%s' is not valid: expected %s\n", p->name, env,
+                p->accepted);
         rc = -1;
     }
     return rc;

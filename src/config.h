@@ -10,9 +10,11 @@
 
 typedef struct or_config {
     long long devices;        /* OPENREG_DEVICES */
-    long long device_mem;     /* OPENREG_DEVICE_MEM, bytes */
+    long long profile;        /* OPENREG_DEVICE_PROFILE, index in or_profiles() */
+    long long device_mem;     /* OPENREG_DEVICE_MEM, bytes; 0 = the profile's */
     long long device_threads; /* OPENREG_DEVICE_THREADS, 0 = auto */
     long long strict;         /* OPENREG_STRICT */
+    long long bind;           /* OPENREG_BIND, an or_bind_mode */
     long long debug;          /* OPENREG_DEBUG, an or_log_level */
 } or_config;
 
@@ -21,7 +23,7 @@ typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE } or_param_kind;
 typedef struct or_param {
     const char *name;
     or_param_kind kind;
-    const char *default_value;
+    const char *default_value; /* NULL: unset means 0, "decided elsewhere" */
     const char *accepted; /* human-readable, used in error messages */
     const char *help;
     long long min, max;          /* INT and SIZE */

@@ -27,9 +27,11 @@ const char *orGetErrorString(orError_t error)
     return "unrecognized error code";
 }
 
+/* orErrorNotReady is a status, not an error (as in CUDA): a polling loop must
+ * not leave a stale last error behind. */
 orError_t or_error_record(orError_t err)
 {
-    if (err != orSuccess)
+    if (err != orSuccess && err != orErrorNotReady)
         last_error = err;
     return err;
 }

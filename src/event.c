@@ -12,14 +12,55 @@ void or_event_release(or_event *ev)
     if (atomic_fetch_sub(&ev->refs, 1) != 1)
         return;
     pthread_mutex_destroy(&ev->lock);
+    free(ev->done_extra);
     free(ev->waiters);
     free(ev);
+}
+
+/* Under ev->lock. */
+static bool record_done(const or_event *ev, uint64_t gen)
+{
+    if (gen <= ev->done_prefix)
+        return true;
+    for (size_t i = 0; i < ev->n_extra; i++)
+        if (ev->done_extra[i] == gen)
+            return true;
+    return false;
+}
+
+/* Under ev->lock: add gen to the completed set; false if out of memory. */
+static bool record_mark_done(or_event *ev, uint64_t gen)
+{
+    if (gen == ev->done_prefix + 1) {
+        ev->done_prefix++;
+        /* Fold in records that completed early and are now contiguous. */
+        for (size_t i = 0; i < ev->n_extra;) {
+            if (ev->done_extra[i] == ev->done_prefix + 1) {
+                ev->done_prefix++;
+                ev->done_extra[i] = ev->done_extra[--ev->n_extra];
+                i = 0;
+            } else {
+                i++;
+            }
+        }
+        return true;
+    }
+    if (ev->n_extra == ev->cap_extra) {
+        size_t cap = ev->cap_extra ? 2 * ev->cap_extra : 4;
+        uint64_t *grown = realloc(ev->done_extra, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        ev->done_extra = grown;
+        ev->cap_extra = cap;
+    }
+    ev->done_extra[ev->n_extra++] = gen;
+    return true;
 }
 
 bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s)
 {
     pthread_mutex_lock(&ev->lock);
-    bool done = atomic_load(&ev->done_gen) >= gen;
+    bool done = record_done(ev, gen);
     if (!done) {
         if (ev->nwaiters == ev->cap_waiters) {
             size_t cap = ev->cap_waiters ? 2 * ev->cap_waiters : 4;
@@ -42,21 +83,28 @@ bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s)
 void or_event_complete(or_event *ev, uint64_t gen)
 {
     uint64_t now = or_now_ns();
-    or_event_waiter ready[16];
+    enum { BATCH = 16 };
+    or_event_waiter ready[BATCH];
     size_t nready;
     pthread_mutex_lock(&ev->lock);
-    /* Records on different streams may finish out of order: keep the newest. */
-    if (gen > atomic_load(&ev->done_gen)) {
-        atomic_store(&ev->done_gen, gen);
-        ev->done_ns = now;
+    if (!record_mark_done(ev, gen)) {
+        /* Without room to remember it out of order, complete everything up
+         * to gen: waiters may proceed early, but none hangs. */
+        OR_WARN("event", "out of memory tracking event records; completing up to %llu",
+                (unsigned long long)gen);
+        ev->done_prefix = gen > ev->done_prefix ? gen : ev->done_prefix;
+    }
+    if (gen > ev->newest_done) {
+        ev->newest_done = gen;
+        ev->newest_done_ns = now;
     }
     or_notifier_signal(&ev->done);
     for (;;) {
         /* Hand satisfied waiters over in batches; streams are woken without
          * the event lock held (device locks come first in the lock order). */
         nready = 0;
-        for (size_t i = 0; i < ev->nwaiters && nready < 16;) {
-            if (ev->waiters[i].gen <= gen) {
+        for (size_t i = 0; i < ev->nwaiters && nready < BATCH;) {
+            if (record_done(ev, ev->waiters[i].gen)) {
                 ready[nready++] = ev->waiters[i];
                 ev->waiters[i] = ev->waiters[--ev->nwaiters];
             } else {
@@ -66,7 +114,7 @@ void or_event_complete(or_event *ev, uint64_t gen)
         pthread_mutex_unlock(&ev->lock);
         for (size_t i = 0; i < nready; i++)
             or_stream_unblock(ready[i].stream);
-        if (nready < 16)
+        if (nready < BATCH)
             return;
         pthread_mutex_lock(&ev->lock);
     }
@@ -156,13 +204,13 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     OR_RETURN(event_enqueue(OR_OP_EVENT_WAIT, event, stream));
 }
 
-/* Generation of the newest record, read under the lock. */
-static uint64_t event_target(or_event *ev)
+/* Has the newest record (as of now) completed? Never-recorded events have. */
+static bool newest_record_done(or_event *ev)
 {
     pthread_mutex_lock(&ev->lock);
-    uint64_t gen = ev->record_gen;
+    bool done = record_done(ev, ev->record_gen);
     pthread_mutex_unlock(&ev->lock);
-    return gen;
+    return done;
 }
 
 orError_t orEventQuery(orEvent_t event)
@@ -172,7 +220,7 @@ orError_t orEventQuery(orEvent_t event)
     orError_t err = event_lookup(event, &ev);
     if (err != orSuccess)
         OR_RETURN(err);
-    return atomic_load(&ev->done_gen) >= event_target(ev) ? orSuccess : orErrorNotReady;
+    return newest_record_done(ev) ? orSuccess : orErrorNotReady;
 }
 
 typedef struct {
@@ -183,7 +231,10 @@ typedef struct {
 static bool gen_reached(void *arg)
 {
     gen_wait *w = arg;
-    return atomic_load(&w->ev->done_gen) >= w->gen;
+    pthread_mutex_lock(&w->ev->lock);
+    bool done = record_done(w->ev, w->gen);
+    pthread_mutex_unlock(&w->ev->lock);
+    return done;
 }
 
 orError_t orEventSynchronize(orEvent_t event)
@@ -195,7 +246,9 @@ orError_t orEventSynchronize(orEvent_t event)
         OR_RETURN(err);
     if (or_in_worker())
         OR_RETURN(orErrorNotPermitted);
-    gen_wait w = {ev, event_target(ev)};
+    pthread_mutex_lock(&ev->lock);
+    gen_wait w = {ev, ev->record_gen};
+    pthread_mutex_unlock(&ev->lock);
     or_wait(&ev->done, gen_reached, &w, 0);
     return orSuccess;
 }
@@ -207,10 +260,10 @@ static orError_t event_time(or_event *ev, uint64_t *ns)
     pthread_mutex_lock(&ev->lock);
     if (!(ev->flags & orEventEnableTiming) || ev->record_gen == 0)
         err = orErrorInvalidResourceHandle;
-    else if (atomic_load(&ev->done_gen) < ev->record_gen)
+    else if (!record_done(ev, ev->record_gen))
         err = orErrorNotReady;
-    else
-        *ns = ev->done_ns;
+    else /* the newest record is done, so it is the highest completed one */
+        *ns = ev->newest_done_ns;
     pthread_mutex_unlock(&ev->lock);
     return err;
 }

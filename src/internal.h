@@ -20,6 +20,7 @@
 #include "cpu_device.h"
 #include "handle.h"
 #include "log.h"
+#include "profile.h"
 #include "sync.h"
 
 /* Priorities 0 (least) .. -2 (greatest), as CUDA: lower number runs first. */
@@ -122,9 +123,15 @@ struct or_event {
     unsigned flags;
     _Atomic int refs; /* the handle's, plus one per queued op naming it */
     pthread_mutex_t lock;
+    /* Records are numbered 1, 2, ... and may complete out of order (they sit
+     * on different streams); the set of completed ones is every number up to
+     * done_prefix plus the few in done_extra. */
     uint64_t record_gen; /* records issued */
-    _Atomic uint64_t done_gen; /* newest record completed */
-    uint64_t done_ns;    /* when done_gen completed (CLOCK_MONOTONIC) */
+    uint64_t done_prefix;
+    uint64_t *done_extra;
+    size_t n_extra, cap_extra;
+    uint64_t newest_done;    /* highest completed record */
+    uint64_t newest_done_ns; /* and when it completed (CLOCK_MONOTONIC) */
     or_event_waiter *waiters;
     size_t nwaiters, cap_waiters;
     or_notifier done;
@@ -132,6 +139,7 @@ struct or_event {
 
 struct or_device {
     int id;
+    const or_device_profile *profile;
     or_cpu_device hw;
     orDeviceProp prop;
     pthread_mutex_t mem_lock; /* guards arena */
@@ -150,6 +158,7 @@ typedef struct or_runtime {
     or_config cfg;
     int ndevices;
     or_device *devices;
+    int local_rank, local_nranks; /* this process among the host's ranks */
     /* Strict mode: device memory readable only while open > 0. */
     pthread_mutex_t strict_lock;
     int strict_open;

@@ -82,7 +82,7 @@ typedef enum orStreamFlags {
 } orStreamFlags;
 
 typedef struct orDeviceProp {
-    char name[256];           /* device profile name */
+    char name[256];           /* "openreg <profile>", e.g. "openreg a100" */
     size_t totalGlobalMem;    /* arena capacity in bytes */
     int multiProcessorCount;  /* compute threads that run kernel blocks */
     int numaNode;             /* NUMA node of the device's cores and memory (-1: unknown) */
@@ -92,6 +92,9 @@ typedef struct orDeviceProp {
     int maxThreadsDim[3];
     int maxGridSize[3];
     int asyncEngineCount; /* copy engines */
+    /* What the device profile declares; the virtual clock charges from these. */
+    double computeRateGflops;  /* FP32 */
+    double memoryBandwidthGBs;
 } orDeviceProp;
 
 struct orStream;
@@ -170,6 +173,20 @@ OPENREG_EXPORT orError_t orLaunchKernel(orKernel_t kernel, orDim3 grid, orDim3 b
                                         orStream_t stream);
 OPENREG_EXPORT orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void *userData),
                                           void *userData);
+
+/* Random numbers: counter-based Philox4x32-10, the same output whatever the
+ * device's thread count or the launch shape. Element i of a call is word
+ * (offset + i) % 4 of Philox4x32-10 at counter {low32(b), high32(b), 0, 0},
+ * b = (offset + i) / 4, key {low32(seed), high32(seed)}; so a call at offset
+ * n continues exactly where a call of n elements at offset 0 stopped.
+ * Uniform maps word x to ((x >> 8) + 1) * 2^-24, in (0, 1]. Normal element
+ * j = offset + i is Box-Muller on the uniforms of words 2*(j/2) and
+ * 2*(j/2) + 1: the cosine branch for even j, the sine branch for odd j. */
+OPENREG_EXPORT orError_t orRandGenerateUniform(float *devPtr, size_t n, unsigned long long seed,
+                                               unsigned long long offset, orStream_t stream);
+OPENREG_EXPORT orError_t orRandGenerateNormal(float *devPtr, size_t n, float mean, float stddev,
+                                              unsigned long long seed, unsigned long long offset,
+                                              orStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

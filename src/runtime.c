@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 or_runtime or_rt = {
     .strict_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -19,17 +20,35 @@ bool or_in_worker(void) { return worker_thread; }
 
 or_device *or_current_device(void) { return &or_rt.devices[current_device]; }
 
+/* Memory of a 'cpu' device: an even share of the host among all its devices.
+ * The kernel's count, not hwloc's: some virtual machines report NUMA memory
+ * that is a fraction of the real total, and fake topologies report none. */
+static size_t host_memory_share(int slots)
+{
+    uint64_t total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    size_t share = (size_t)(total / (uint64_t)(slots > 0 ? slots : 1));
+    share &= ~(((size_t)1 << 20) - 1); /* whole MiB */
+    return share ? share : (size_t)1 << 20;
+}
+
 static orError_t device_start(or_device *dev, int id, const or_placement *place)
 {
     memset(dev, 0, sizeof *dev);
     dev->id = id;
+    dev->profile = or_profiles()[or_rt.cfg.profile];
     dev->hw.place = *place;
+    dev->hw.bind = (or_bind_mode)or_rt.cfg.bind;
     pthread_mutex_init(&dev->mem_lock, NULL);
     pthread_mutex_init(&dev->lock, NULL);
-    size_t capacity = (size_t)or_rt.cfg.device_mem;
+    const or_device_profile *prof = dev->profile;
+    size_t capacity = or_rt.cfg.device_mem  ? (size_t)or_rt.cfg.device_mem
+                      : prof->memory        ? prof->memory
+                                            : host_memory_share(or_rt.local_nranks * or_rt.ndevices);
     if (or_cpu_device_map(&dev->hw, capacity)) {
-        fprintf(stderr, "openreg: cannot reserve %zu bytes for device %d (OPENREG_DEVICE_MEM)\n",
-                capacity, id);
+        fprintf(stderr,
+                "openreg: cannot reserve %zu bytes for device %d (profile %s; set "
+                "OPENREG_DEVICE_MEM lower)\n",
+                capacity, id, prof->name);
         return orErrorInitialization;
     }
     if (or_arena_init(&dev->arena, capacity))
@@ -41,7 +60,7 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
     if (nthreads < 1)
         nthreads = 1;
     orDeviceProp *p = &dev->prop;
-    snprintf(p->name, sizeof p->name, "openreg cpu");
+    snprintf(p->name, sizeof p->name, "openreg %s", prof->name);
     p->totalGlobalMem = dev->arena.capacity;
     p->multiProcessorCount = nthreads;
     p->numaNode = place->numa_node;
@@ -54,7 +73,11 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
     p->maxGridSize[0] = 2147483647;
     p->maxGridSize[1] = 65535;
     p->maxGridSize[2] = 65535;
-    p->asyncEngineCount = 1;
+    p->asyncEngineCount = prof->copy_engines;
+    p->computeRateGflops =
+        prof->compute_gflops ? prof->compute_gflops : OR_CPU_GFLOPS_PER_CORE * place->ncores;
+    p->memoryBandwidthGBs =
+        prof->memory_gbs ? prof->memory_gbs : OR_CPU_GBS_PER_CORE * place->ncores;
 
     or_stream_init(&dev->default_stream, dev, OR_PRIORITY_LEAST, orStreamDefault);
     if (or_cpu_device_start_workers(&dev->hw, nthreads, or_device_worker_main, dev)) {
@@ -62,6 +85,18 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
         return orErrorInitialization;
     }
     return orSuccess;
+}
+
+/* This process's place among the ranks of its host. mpiexec (Hydra) tells
+ * every rank; a process started without it is alone. */
+static void host_share(int *local_rank, int *local_nranks)
+{
+    const char *r = getenv("MPI_LOCALRANKID"), *n = getenv("MPI_LOCALNRANKS");
+    long rank = r ? strtol(r, NULL, 10) : 0, size = n ? strtol(n, NULL, 10) : 1;
+    if (size < 1 || size > 4096 || rank < 0 || rank >= size)
+        rank = 0, size = 1;
+    *local_rank = (int)rank;
+    *local_nranks = (int)size;
 }
 
 /* False if a worker did not stop (a host function that never returns):
@@ -112,28 +147,38 @@ static void runtime_init(void)
     }
     or_log_set_level((or_log_level)or_rt.cfg.debug);
     int n = (int)or_rt.cfg.devices;
+    host_share(&or_rt.local_rank, &or_rt.local_nranks);
     or_placement *places = calloc((size_t)n, sizeof *places);
     or_rt.devices = calloc((size_t)n, sizeof *or_rt.devices);
-    if (!places || !or_rt.devices || or_placement_compute(n, places)) {
+    if (!places || !or_rt.devices ||
+        or_placement_compute(or_rt.local_rank, or_rt.local_nranks, n, places)) {
         fprintf(stderr, "openreg: cannot read the host topology (hwloc)\n");
         free(places);
         or_rt.init_error = orErrorInitialization;
         return;
     }
-    for (int d = 0; d < n; d++) {
-        or_rt.init_error = device_start(&or_rt.devices[d], d, &places[d]);
-        or_rt.ndevices = d + 1;
+    or_rt.ndevices = n; /* device_start sizes memory by it */
+    int started = 0;
+    while (started < n) {
+        or_rt.init_error = device_start(&or_rt.devices[started], started, &places[started]);
+        started++;
         if (or_rt.init_error != orSuccess)
             break;
     }
+    for (int d = started; d < n; d++)
+        or_placement_release(&places[d]);
+    or_rt.ndevices = started;
     free(places);
     if (or_rt.init_error != orSuccess) {
         runtime_teardown();
         return;
     }
     atexit(runtime_teardown);
-    OR_INFO("init", "%d devices, %lld bytes each, strict=%lld", n, or_rt.cfg.device_mem,
-            or_rt.cfg.strict);
+    for (int d = 0; d < n; d++)
+        OR_INFO("init", "device %d: %s, %zu bytes, %d threads, cpus %s, NUMA node %d", d,
+                or_rt.devices[d].prop.name, or_rt.devices[d].prop.totalGlobalMem,
+                or_rt.devices[d].prop.multiProcessorCount, or_rt.devices[d].prop.cpuList,
+                or_rt.devices[d].prop.numaNode);
 }
 
 orError_t or_init(void)

@@ -111,6 +111,8 @@ int or_arena_alloc(or_arena *a, size_t size, size_t *off)
             fs->v[i].size -= rsize;
         }
         a->used += rsize;
+        if (got.off + rsize > a->high_water)
+            a->high_water = got.off + rsize;
         *off = got.off;
         return 0;
     }

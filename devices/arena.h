@@ -27,6 +27,7 @@ typedef struct or_extent_set {
 typedef struct or_arena {
     size_t capacity; /* multiple of OR_ARENA_ALIGN */
     size_t used;     /* bytes in live allocations (rounded sizes) */
+    size_t high_water; /* end of the highest allocation ever made */
     or_extent_set free_extents;
     or_extent_set live;
 } or_arena;

@@ -29,9 +29,15 @@ void or_cpu_device_unmap(or_cpu_device *d)
     d->base = NULL;
 }
 
-int or_cpu_device_set_readable(or_cpu_device *d, bool readable)
+int or_cpu_device_set_readable(or_cpu_device *d, size_t len, bool readable)
 {
-    return mprotect(d->base, d->capacity, readable ? PROT_READ | PROT_WRITE : PROT_NONE);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    len = (len + page - 1) & ~(page - 1);
+    if (len > d->capacity)
+        len = d->capacity;
+    if (len == 0)
+        return 0;
+    return mprotect(d->base, len, readable ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len)

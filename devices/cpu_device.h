@@ -33,8 +33,9 @@ typedef struct or_cpu_device {
  * node(s) unless d->bind is OR_BIND_NONE; 0 or -1. */
 int or_cpu_device_map(or_cpu_device *d, size_t capacity);
 void or_cpu_device_unmap(or_cpu_device *d);
-/* Strict mode: make the whole memory (un)readable by host code. */
-int or_cpu_device_set_readable(or_cpu_device *d, bool readable);
+/* Strict mode: make the first len bytes of the memory (rounded up to whole
+ * pages) readable by host code, or not. */
+int or_cpu_device_set_readable(or_cpu_device *d, size_t len, bool readable);
 /* Give the pages of a freed range back to the host (contents are lost). */
 void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len);
 /* Start n workers running body(arg), each bound first as d->bind says. */

@@ -144,6 +144,7 @@ struct or_device {
     orDeviceProp prop;
     pthread_mutex_t mem_lock; /* guards arena */
     or_arena arena;
+    _Atomic size_t strict_extent; /* strict mode toggles [0, strict_extent) */
     pthread_mutex_t lock;
     or_stream *ready_head[OR_NUM_PRIORITIES], *ready_tail[OR_NUM_PRIORITIES];
     or_op *jobs;       /* kernels with blocks still to hand out */
@@ -176,6 +177,8 @@ or_device *or_current_device(void);
 bool or_in_worker(void); /* inside a kernel or host function */
 void or_strict_enter(void);
 void or_strict_leave(void);
+/* After an allocation raised dev's high-water mark. */
+void or_strict_grow(or_device *dev, size_t high_water);
 
 /* error.c */
 orError_t or_error_record(orError_t err);

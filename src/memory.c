@@ -77,12 +77,14 @@ orError_t orMalloc(void **devPtr, size_t size)
     size_t off;
     pthread_mutex_lock(&dev->mem_lock);
     int rc = or_arena_alloc(&dev->arena, size, &off);
+    size_t high_water = dev->arena.high_water;
     pthread_mutex_unlock(&dev->mem_lock);
     if (rc) {
         OR_INFO("memory", "device %d: cannot allocate %zu bytes (%zu of %zu in use)", dev->id,
                 size, dev->arena.used, dev->arena.capacity);
         OR_RETURN(orErrorMemoryAllocation);
     }
+    or_strict_grow(dev, high_water);
     *devPtr = dev->hw.base + off;
     return orSuccess;
 }

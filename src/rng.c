@@ -32,8 +32,8 @@ static void philox_block(uint64_t b, uint64_t seed, uint32_t w[4])
 static void rng_kernel(const orKernelContext *ctx, void *p)
 {
     const rng_args *a = p;
-    uint64_t blk = ctx->blockIdx.x + (uint64_t)ctx->gridDim.x *
-                                         (ctx->blockIdx.y + (uint64_t)ctx->gridDim.y * ctx->blockIdx.z);
+    const orDim3 g = ctx->gridDim, bi = ctx->blockIdx;
+    uint64_t blk = bi.x + (uint64_t)g.x * (bi.y + (uint64_t)g.y * bi.z);
     uint64_t begin = blk * RNG_BLOCK_ELEMS;
     if (begin >= a->n)
         return; /* padding block of a grid rounded up to a rectangle */

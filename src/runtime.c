@@ -54,7 +54,7 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
     if (or_arena_init(&dev->arena, capacity))
         return orErrorInitialization;
     if (or_rt.cfg.strict)
-        or_cpu_device_set_readable(&dev->hw, false);
+        or_cpu_device_set_readable(&dev->hw, capacity, false);
 
     int nthreads = or_rt.cfg.device_threads ? (int)or_rt.cfg.device_threads : place->ncores;
     if (nthreads < 1)
@@ -194,14 +194,24 @@ void or_mark_worker_thread(int device)
     current_device = device;
 }
 
+/* Strict mode toggles only up to each arena's high-water mark: beyond it
+ * nothing was ever allocated and the pages stay PROT_NONE from start-up.
+ * That keeps the mprotect calls proportional to memory in use. */
+static void strict_set_all(bool readable)
+{
+    for (int d = 0; d < or_rt.ndevices; d++) {
+        or_device *dev = &or_rt.devices[d];
+        or_cpu_device_set_readable(&dev->hw, atomic_load(&dev->strict_extent), readable);
+    }
+}
+
 void or_strict_enter(void)
 {
     if (!or_rt.cfg.strict)
         return;
     pthread_mutex_lock(&or_rt.strict_lock);
     if (or_rt.strict_open++ == 0)
-        for (int d = 0; d < or_rt.ndevices; d++)
-            or_cpu_device_set_readable(&or_rt.devices[d].hw, true);
+        strict_set_all(true);
     pthread_mutex_unlock(&or_rt.strict_lock);
 }
 
@@ -211,8 +221,21 @@ void or_strict_leave(void)
         return;
     pthread_mutex_lock(&or_rt.strict_lock);
     if (--or_rt.strict_open == 0)
-        for (int d = 0; d < or_rt.ndevices; d++)
-            or_cpu_device_set_readable(&or_rt.devices[d].hw, false);
+        strict_set_all(false);
+    pthread_mutex_unlock(&or_rt.strict_lock);
+}
+
+void or_strict_grow(or_device *dev, size_t high_water)
+{
+    if (!or_rt.cfg.strict)
+        return;
+    pthread_mutex_lock(&or_rt.strict_lock);
+    if (high_water > atomic_load(&dev->strict_extent)) {
+        atomic_store(&dev->strict_extent, high_water);
+        /* A window is open: the new allocation must be readable in it too. */
+        if (or_rt.strict_open > 0)
+            or_cpu_device_set_readable(&dev->hw, high_water, true);
+    }
     pthread_mutex_unlock(&or_rt.strict_lock);
 }
 

@@ -105,6 +105,10 @@ Test(config, threads_too_many) { expect_bad_env_hint("OPENREG_DEVICE_THREADS", "
 Test(config, strict_two) { expect_bad_env_hint("OPENREG_STRICT", "2", NULL); }
 Test(config, strict_word) { expect_bad_env_hint("OPENREG_STRICT", "yes", NULL); }
 Test(config, debug_unknown_level) { expect_bad_env_hint("OPENREG_DEBUG", "LOUD", "TRACE"); }
+Test(config, profile_unknown) { expect_bad_env_hint("OPENREG_DEVICE_PROFILE", "tpu", "a100"); }
+Test(config, profile_empty) { expect_bad_env_hint("OPENREG_DEVICE_PROFILE", "", "h100"); }
+Test(config, bind_unknown) { expect_bad_env_hint("OPENREG_BIND", "socket", "numa"); }
+Test(config, mem_fraction) { expect_bad_env_hint("OPENREG_DEVICE_MEM", "1.5G", "1M"); }
 
 Test(config, failure_also_hits_first_call_of_other_kinds)
 {

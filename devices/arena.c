@@ -79,7 +79,7 @@ int or_arena_init(or_arena *a, size_t capacity)
     a->capacity = capacity & ~(OR_ARENA_ALIGN - 1);
     if (a->capacity == 0)
         return EINVAL;
-    return set_insert_at(&a->free_extents, 0, (or_extent){0, a->capacity, 0});
+    return set_insert_at(&a->free_extents, 0, (or_extent){0, a->capacity, 0, 0});
 }
 
 void or_arena_fini(or_arena *a)
@@ -100,7 +100,7 @@ int or_arena_alloc(or_arena *a, size_t size, size_t *off)
     for (size_t i = 0; i < fs->n; i++) {
         if (fs->v[i].size < rsize)
             continue;
-        or_extent got = {fs->v[i].off, rsize, size};
+        or_extent got = {fs->v[i].off, rsize, size, a->last_id + 1};
         /* Record the allocation first: if that fails nothing has changed. */
         if (set_insert_at(&a->live, upper_bound(&a->live, got.off), got))
             return ENOMEM;
@@ -111,6 +111,7 @@ int or_arena_alloc(or_arena *a, size_t size, size_t *off)
             fs->v[i].size -= rsize;
         }
         a->used += rsize;
+        a->last_id++;
         if (got.off + rsize > a->high_water)
             a->high_water = got.off + rsize;
         *off = got.off;
@@ -139,7 +140,7 @@ int or_arena_free(or_arena *a, size_t off, size_t *size)
     } else if (merged_next) {
         fs->v[j].off = e.off;
         fs->v[j].size += e.size;
-    } else if (set_insert_at(fs, j, (or_extent){e.off, e.size, 0})) {
+    } else if (set_insert_at(fs, j, (or_extent){e.off, e.size, 0, 0})) {
         /* Out of bookkeeping memory: keep the block allocated rather than lose it. */
         return ENOMEM;
     }

@@ -10,12 +10,14 @@
 #define OR_ARENA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define OR_ARENA_ALIGN ((size_t)256)
 
 typedef struct or_extent {
     size_t off, size;
     size_t requested; /* live allocations: the size asked for (size is rounded up) */
+    uint64_t id;      /* live allocations: unique in the arena's life, from 1 */
 } or_extent;
 
 /* Extents sorted by offset, non-overlapping. */
@@ -28,6 +30,7 @@ typedef struct or_arena {
     size_t capacity; /* multiple of OR_ARENA_ALIGN */
     size_t used;     /* bytes in live allocations (rounded sizes) */
     size_t high_water; /* end of the highest allocation ever made */
+    uint64_t last_id;
     or_extent_set free_extents;
     or_extent_set live;
 } or_arena;

@@ -1,18 +1,35 @@
 /* devices/cpu_device.c - memory mapping and bound worker threads. */
 #include "cpu_device.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-int or_cpu_device_map(or_cpu_device *d, size_t capacity)
+int or_cpu_device_map(or_cpu_device *d, size_t capacity, const char *shm_name)
 {
-    /* NORESERVE: a 4 GiB device costs nothing until its pages are touched. */
-    void *p = mmap(NULL, capacity, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
+    /* NORESERVE: a large device costs nothing until its pages are touched. */
+    void *p;
+    if (shm_name) {
+        int fd = shm_open(shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0)
+            return -1;
+        p = ftruncate(fd, (off_t)capacity) ? MAP_FAILED
+                                            : mmap(NULL, capacity, PROT_READ | PROT_WRITE,
+                                                   MAP_SHARED | MAP_NORESERVE, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED) {
+            shm_unlink(shm_name);
+            return -1;
+        }
+        d->shared = true;
+    } else {
+        p = mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+    }
     d->base = p;
     d->capacity = capacity;
     /* Pages land on the device's node when first touched; best effort, as
@@ -47,7 +64,8 @@ void or_cpu_device_discard(or_cpu_device *d, size_t off, size_t len)
     size_t end = (off + len) & ~(page - 1);
     /* Only worth a syscall for large ranges; small ones are reused soon. */
     if (end > first && end - first >= ((size_t)4 << 20))
-        madvise(d->base + first, end - first, MADV_DONTNEED);
+        /* Shared memory keeps its pages on DONTNEED; REMOVE punches them out. */
+        madvise(d->base + first, end - first, d->shared ? MADV_REMOVE : MADV_DONTNEED);
 }
 
 static void *worker_trampoline(void *arg)

@@ -21,6 +21,7 @@ typedef struct or_cpu_worker {
 typedef struct or_cpu_device {
     unsigned char *base; /* device memory, capacity bytes */
     size_t capacity;
+    bool shared;         /* a shared-memory segment, not private memory */
     or_placement place;
     or_bind_mode bind;
     int nthreads;
@@ -30,8 +31,10 @@ typedef struct or_cpu_device {
 } or_cpu_device;
 
 /* Reserve capacity bytes of address space, bound to the device's NUMA
- * node(s) unless d->bind is OR_BIND_NONE; 0 or -1. */
-int or_cpu_device_map(or_cpu_device *d, size_t capacity);
+ * node(s) unless d->bind is OR_BIND_NONE; 0 or -1. With a shm_name the
+ * memory is a new POSIX shared-memory segment (mode 0600) that other
+ * processes can map until the name is unlinked. */
+int or_cpu_device_map(or_cpu_device *d, size_t capacity, const char *shm_name);
 void or_cpu_device_unmap(or_cpu_device *d);
 /* Strict mode: make the first len bytes of the memory (rounded up to whole
  * pages) readable by host code, or not. */

@@ -38,6 +38,10 @@ static const or_param params[] = {
      "binding of device worker threads: one core each, the device's NUMA node, or none; "
      "device memory is bound to the device's NUMA node unless none",
      0, 0, bind_choices, offsetof(or_config, bind)},
+    {"OPENREG_RANKS_PER_NODE", OR_PARAM_INT, "0", "an integer from 0 to 1048576",
+     "ranks per virtual node: consecutive ranks are grouped into nodes of this many (they "
+     "must share a host); 0 = the ranks of each host form one node",
+     0, 1048576, NULL, offsetof(or_config, ranks_per_node)},
     {"OPENREG_DEBUG", OR_PARAM_CHOICE, "WARN", "NONE, WARN, INFO or TRACE",
      "log level of the runtime's messages on stderr", 0, 0, debug_choices,
      offsetof(or_config, debug)},

@@ -16,6 +16,7 @@
 
 #include "openreg.h"
 #include "arena.h"
+#include "cluster.h"
 #include "config.h"
 #include "cpu_device.h"
 #include "handle.h"
@@ -43,7 +44,8 @@ typedef enum {
     OR_OP_MEMSET,
     OR_OP_HOST_FUNC,
     OR_OP_EVENT_RECORD,
-    OR_OP_EVENT_WAIT
+    OR_OP_EVENT_WAIT,
+    OR_OP_REMOTE_COPY /* handed to the proxy, which completes it */
 } or_op_kind;
 
 /* What an op costs in the device model: the virtual clock charges from this,
@@ -152,6 +154,7 @@ struct or_device {
     or_stream default_stream;
     or_notifier work;  /* workers sleep here */
     bool stopping;
+    bool peer_enabled[256]; /* orDeviceEnablePeerAccess, by peer ordinal */
 };
 
 typedef struct or_runtime {
@@ -202,6 +205,8 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op);
 void or_stream_wait_seq(or_stream *s, uint64_t seq);
 void or_stream_free_pending(or_stream *s);
 void or_stream_unblock(or_stream *s);
+/* An op that completes outside a worker (a remote copy) is done. */
+void or_stream_op_done(or_op *op);
 void or_mark_worker_thread(int device);
 void *or_device_worker_main(void *arg);
 
@@ -211,10 +216,45 @@ void or_event_release(or_event *ev);
 /* Under s->dev->lock: true if the record is done, else s is registered as a waiter. */
 bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s);
 
+/* An allocation of another rank, opened through an IPC handle. */
+typedef struct or_ipc_map {
+    unsigned char *addr; /* where this process sees it */
+    size_t size;         /* the allocation's requested size */
+    int rank, device;    /* owner */
+    uint64_t offset, alloc_id;
+    bool remote; /* owner on another virtual node: bytes move through MPI */
+    int refs;
+    int opened_on; /* current device when opened */
+} or_ipc_map;
+
+typedef enum {
+    OR_MEM_HOST,   /* anything the runtime does not own */
+    OR_MEM_DEVICE, /* device memory this process can read and write directly */
+    OR_MEM_REMOTE  /* device memory of another node */
+} or_mem_class;
+
+typedef struct or_mem_region {
+    or_mem_class cls;
+    or_device *dev; /* this process's device, NULL for opened IPC memory */
+    or_ipc_map map; /* opened IPC memory */
+} or_mem_region;
+
 /* memory.c */
-/* Which device's live allocation holds [p, p+count): orSuccess with *dev set,
- * or *dev = NULL for host memory; errors for freed or overflowing ranges. */
-orError_t or_mem_classify(const void *p, size_t count, or_device **dev);
+/* What [p, p+count) is; errors for freed memory, ranges past an allocation,
+ * or another rank's memory that was not opened. */
+orError_t or_mem_classify(const void *p, size_t count, or_mem_region *out);
+/* The live local allocation holding p. */
+orError_t or_mem_allocation_of(const void *p, or_device **dev, or_extent *alloc);
+/* Serve another rank: [offset, offset+length) of local device `device` must
+ * lie in one live allocation (and start it, with that id, if alloc_id != 0). */
+orError_t or_mem_resolve(int device, uint64_t offset, uint64_t length, uint64_t alloc_id,
+                         void **ptr, uint64_t *size);
 void or_memory_fini(void);
+
+/* peer.c */
+bool or_ipc_lookup(const void *p, or_ipc_map *out);
+/* Do a kernel's arguments hold a pointer into remote memory? */
+bool or_ipc_args_name_remote(const void *args, size_t size);
+void or_ipc_fini(void);
 
 #endif /* OR_INTERNAL_H */

@@ -22,6 +22,13 @@ orError_t orLaunchKernel(orKernel_t kernel, orDim3 grid, orDim3 block, const voi
     orError_t err = or_stream_resolve(stream, &s);
     if (err != orSuccess)
         OR_RETURN(err);
+    /* Memory of another node is only reachable by copies; a kernel that
+     * dereferenced it would fault on a worker thread. */
+    if (or_ipc_args_name_remote(args, argsSize)) {
+        OR_WARN("launch", "kernel arguments hold a pointer to another node's memory (opened with "
+                          "orIpcOpenMemHandle): copy it to local memory first");
+        OR_RETURN(orErrorNotSupported);
+    }
     or_op *op = or_op_new(OR_OP_KERNEL, argsSize);
     if (!op)
         OR_RETURN(orErrorMemoryAllocation);

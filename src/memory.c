@@ -7,6 +7,7 @@
  * so no copy writes past what the user owns.
  */
 #include "internal.h"
+#include "proxy.h"
 
 #include <errno.h>
 #include <string.h>
@@ -36,7 +37,18 @@ static bool allocation_of(or_device *dev, const void *p, or_extent *alloc)
     return found;
 }
 
-orError_t or_mem_classify(const void *p, size_t count, or_device **dev_out)
+orError_t or_mem_allocation_of(const void *p, or_device **dev_out, or_extent *alloc)
+{
+    or_device *dev = device_of(p);
+    if (!dev)
+        return or_cluster_peer_of(p) ? orErrorInvalidDevicePointer : orErrorInvalidValue;
+    if (!allocation_of(dev, p, alloc))
+        return orErrorInvalidDevicePointer;
+    *dev_out = dev;
+    return orSuccess;
+}
+
+orError_t or_mem_classify(const void *p, size_t count, or_mem_region *out)
 {
     or_device *dev = device_of(p);
     if (dev) {
@@ -48,8 +60,42 @@ orError_t or_mem_classify(const void *p, size_t count, or_device **dev_out)
         size_t end = alloc.off + alloc.requested;
         if (off > end || count > end - off)
             return orErrorInvalidValue;
+        *out = (or_mem_region){.cls = OR_MEM_DEVICE, .dev = dev};
+        return orSuccess;
     }
-    *dev_out = dev;
+    or_ipc_map map;
+    if (or_ipc_lookup(p, &map)) {
+        size_t off = (size_t)((const unsigned char *)p - map.addr);
+        if (count > map.size - off)
+            return orErrorInvalidValue;
+        *out = (or_mem_region){.cls = map.remote ? OR_MEM_REMOTE : OR_MEM_DEVICE, .map = map};
+        return orSuccess;
+    }
+    /* Another rank's device memory that was not opened with a handle. */
+    if (or_cluster_peer_of(p))
+        return orErrorInvalidDevicePointer;
+    *out = (or_mem_region){.cls = OR_MEM_HOST};
+    return orSuccess;
+}
+
+orError_t or_mem_resolve(int device, uint64_t offset, uint64_t length, uint64_t alloc_id,
+                         void **ptr, uint64_t *size)
+{
+    if (device < 0 || device >= or_rt.ndevices)
+        return orErrorInvalidDevice;
+    or_device *dev = &or_rt.devices[device];
+    if (offset >= dev->hw.capacity)
+        return orErrorInvalidValue;
+    or_extent alloc;
+    if (!allocation_of(dev, dev->hw.base + offset, &alloc))
+        return orErrorInvalidDevicePointer;
+    if (alloc_id && (alloc.id != alloc_id || alloc.off != offset))
+        return orErrorInvalidDevicePointer; /* freed, and maybe reused since */
+    uint64_t end = alloc.off + alloc.requested;
+    if (offset > end || length > end - offset)
+        return orErrorInvalidValue;
+    *ptr = dev->hw.base + offset;
+    *size = alloc.requested;
     return orSuccess;
 }
 
@@ -145,7 +191,7 @@ orError_t orMallocHost(void **ptr, size_t size)
     if (mlock(p, len))
         OR_TRACE("memory", "mlock of %zu bytes refused; host buffer stays pageable", len);
     pthread_mutex_lock(&or_rt.host_lock);
-    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len, size});
+    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len, size, 0});
     pthread_mutex_unlock(&or_rt.host_lock);
     if (rc) {
         munmap(p, len);
@@ -186,8 +232,12 @@ orError_t orPointerGetAttributes(orPointerAttributes *attr, const void *ptr)
         OR_RETURN(orErrorInvalidValue);
     or_device *dev = device_of(ptr);
     or_extent alloc;
+    or_ipc_map map;
     if (dev && allocation_of(dev, ptr, &alloc))
         *attr = (orPointerAttributes){orMemoryTypeDevice, dev->id, (void *)ptr};
+    else if (!dev && or_ipc_lookup(ptr, &map))
+        *attr = (orPointerAttributes){map.remote ? orMemoryTypeRemote : orMemoryTypeDevice,
+                                      map.opened_on, (void *)ptr};
     else if (ptr && !dev && is_pinned(ptr))
         *attr = (orPointerAttributes){orMemoryTypeHost, -1, (void *)ptr};
     else
@@ -199,11 +249,10 @@ orError_t orMemoryUnprotect(void *devPtr)
 {
     OR_API_BEGIN();
     or_device *dev;
-    orError_t err = or_mem_classify(devPtr, 0, &dev);
-    if (err == orSuccess && !dev)
-        err = orErrorInvalidDevicePointer;
+    or_extent alloc;
+    orError_t err = devPtr ? or_mem_allocation_of(devPtr, &dev, &alloc) : orErrorInvalidDevicePointer;
     if (err != orSuccess)
-        OR_RETURN(err);
+        OR_RETURN(orErrorInvalidDevicePointer);
     pthread_mutex_lock(&or_rt.strict_lock);
     or_rt.strict_user_windows++;
     pthread_mutex_unlock(&or_rt.strict_lock);
@@ -215,11 +264,10 @@ orError_t orMemoryProtect(void *devPtr)
 {
     OR_API_BEGIN();
     or_device *dev;
-    orError_t err = or_mem_classify(devPtr, 0, &dev);
-    if (err == orSuccess && !dev)
-        err = orErrorInvalidDevicePointer;
+    or_extent alloc;
+    orError_t err = devPtr ? or_mem_allocation_of(devPtr, &dev, &alloc) : orErrorInvalidDevicePointer;
     if (err != orSuccess)
-        OR_RETURN(err);
+        OR_RETURN(orErrorInvalidDevicePointer);
     pthread_mutex_lock(&or_rt.strict_lock);
     bool open = or_rt.strict_user_windows > 0;
     if (open)
@@ -233,6 +281,37 @@ orError_t orMemoryProtect(void *devPtr)
 
 /* ---- public: copies and memsets -------------------------------------------- */
 
+static bool is_device(const or_mem_region *r) { return r->cls != OR_MEM_HOST; }
+
+/* A copy with one end on another node: the proxy moves the bytes. */
+static orError_t remote_copy_op(void *dst, const void *src, size_t count,
+                                const or_mem_region *d, const or_mem_region *s, or_op **out)
+{
+    if (d->cls == OR_MEM_REMOTE && s->cls == OR_MEM_REMOTE) {
+        OR_INFO("memory", "copies between two remote allocations are not supported; stage "
+                          "through local memory");
+        return orErrorNotSupported;
+    }
+    if (!or_proxy_running())
+        return orErrorNotSupported;
+    or_op *op = or_op_new(OR_OP_REMOTE_COPY, sizeof(or_proxy_req));
+    if (!op)
+        return orErrorMemoryAllocation;
+    or_proxy_req *req = (or_proxy_req *)op->payload;
+    memset(req, 0, sizeof *req);
+    const or_ipc_map *m = d->cls == OR_MEM_REMOTE ? &d->map : &s->map;
+    const unsigned char *remote = d->cls == OR_MEM_REMOTE ? dst : src;
+    req->kind = d->cls == OR_MEM_REMOTE ? OR_PROXY_PUT : OR_PROXY_GET;
+    req->peer = m->rank;
+    req->device = m->device;
+    req->offset = m->offset + (uint64_t)(remote - m->addr);
+    req->length = count;
+    req->local = d->cls == OR_MEM_REMOTE ? (void *)src : dst;
+    op->cost.bytes = count;
+    *out = op;
+    return orSuccess;
+}
+
 /* Validate a copy and return the op that performs it. */
 static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpyKind kind,
                               or_op **out)
@@ -241,19 +320,21 @@ static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpy
         return orErrorInvalidMemcpyDirection;
     if (!dst || !src)
         return orErrorInvalidValue;
-    or_device *ddev, *sdev;
-    orError_t err = or_mem_classify(dst, count, &ddev);
+    or_mem_region d, s;
+    orError_t err = or_mem_classify(dst, count, &d);
     if (err == orSuccess)
-        err = or_mem_classify(src, count, &sdev);
+        err = or_mem_classify(src, count, &s);
     if (err != orSuccess)
         return err;
-    orMemcpyKind actual = ddev ? (sdev ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)
-                               : (sdev ? orMemcpyDeviceToHost : orMemcpyHostToHost);
+    orMemcpyKind actual = is_device(&d) ? (is_device(&s) ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)
+                                        : (is_device(&s) ? orMemcpyDeviceToHost : orMemcpyHostToHost);
     if (kind != orMemcpyDefault && kind != actual) {
         OR_INFO("memory", "memcpy kind %d contradicts the pointers (they say %d)", (int)kind,
                 (int)actual);
         return orErrorInvalidValue;
     }
+    if (d.cls == OR_MEM_REMOTE || s.cls == OR_MEM_REMOTE)
+        return remote_copy_op(dst, src, count, &d, &s, out);
     or_op *op = or_op_new(OR_OP_COPY, 0);
     if (!op)
         return orErrorMemoryAllocation;
@@ -269,12 +350,14 @@ static orError_t memset_prepare(void *devPtr, int value, size_t count, or_op **o
 {
     if (!devPtr)
         return orErrorInvalidValue;
-    or_device *dev;
-    orError_t err = or_mem_classify(devPtr, count, &dev);
+    or_mem_region r;
+    orError_t err = or_mem_classify(devPtr, count, &r);
     if (err != orSuccess)
         return err;
-    if (!dev)
+    if (r.cls == OR_MEM_HOST)
         return orErrorInvalidValue;
+    if (r.cls == OR_MEM_REMOTE)
+        return orErrorNotSupported;
     or_op *op = or_op_new(OR_OP_MEMSET, 0);
     if (!op)
         return orErrorMemoryAllocation;

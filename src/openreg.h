@@ -32,7 +32,7 @@ extern "C" {
     X(orErrorInvalidValue, 3, "invalid argument")                                               \
     X(orErrorInvalidDevice, 4, "invalid device ordinal")                                        \
     X(orErrorMemoryAllocation, 5, "out of device or host memory")                               \
-    X(orErrorInvalidResourceHandle, 6, "invalid, destroyed or foreign stream or event handle")  \
+    X(orErrorInvalidResourceHandle, 6, "invalid, destroyed or foreign handle (stream, event or IPC memory handle)") \
     X(orErrorInvalidDevicePointer, 7, "not a live device allocation (freed, foreign or never allocated)") \
     X(orErrorInvalidMemcpyDirection, 8, "unknown memcpy kind")                                  \
     X(orErrorNotSupported, 9, "operation not supported")                                        \
@@ -97,6 +97,22 @@ typedef struct orDeviceProp {
     double memoryBandwidthGBs;
 } orDeviceProp;
 
+/* This process's place in the cluster (all ranks of the MPI job). */
+typedef struct orClusterInfo {
+    int rank, nranks;      /* MPI rank and job size; 0 and 1 without a launcher */
+    int node, nnodes;      /* virtual node of this rank, and how many there are */
+    int deviceCount;       /* devices of this rank (OPENREG_DEVICES) */
+    int globalDeviceCount; /* devices of all ranks */
+    int firstGlobalDevice; /* global id of this rank's device 0 */
+    int nodeRank, nodeRanks; /* this rank among its virtual node's ranks */
+} orClusterInfo;
+
+/* An allocation's name that any rank of the job can open (send it with MPI). */
+typedef struct orIpcMemHandle_t {
+    char reserved[64];
+} orIpcMemHandle_t;
+#define orIpcMemLazyEnablePeerAccess 0x1
+
 struct orStream;
 struct orEvent;
 typedef struct orStream *orStream_t; /* NULL is the current device's default stream */
@@ -130,6 +146,10 @@ OPENREG_EXPORT orError_t orGetDevice(int *device);
 OPENREG_EXPORT orError_t orGetDeviceProperties(orDeviceProp *prop, int device);
 OPENREG_EXPORT orError_t orDeviceSynchronize(void);
 OPENREG_EXPORT orError_t orDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+OPENREG_EXPORT orError_t orGetClusterInfo(orClusterInfo *info);
+OPENREG_EXPORT orError_t orDeviceCanAccessPeer(int *canAccess, int device, int peerDevice);
+OPENREG_EXPORT orError_t orDeviceEnablePeerAccess(int peerDevice, unsigned int flags);
+OPENREG_EXPORT orError_t orDeviceDisablePeerAccess(int peerDevice);
 
 /* Memory */
 OPENREG_EXPORT orError_t orMalloc(void **devPtr, size_t size);
@@ -139,6 +159,10 @@ OPENREG_EXPORT orError_t orFreeHost(void *ptr);
 OPENREG_EXPORT orError_t orMemcpy(void *dst, const void *src, size_t count, orMemcpyKind kind);
 OPENREG_EXPORT orError_t orMemcpyAsync(void *dst, const void *src, size_t count,
                                        orMemcpyKind kind, orStream_t stream);
+OPENREG_EXPORT orError_t orMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                                      size_t count);
+OPENREG_EXPORT orError_t orMemcpyPeerAsync(void *dst, int dstDevice, const void *src,
+                                           int srcDevice, size_t count, orStream_t stream);
 OPENREG_EXPORT orError_t orMemset(void *devPtr, int value, size_t count);
 OPENREG_EXPORT orError_t orMemsetAsync(void *devPtr, int value, size_t count, orStream_t stream);
 OPENREG_EXPORT orError_t orMemGetInfo(size_t *free, size_t *total);
@@ -147,6 +171,12 @@ OPENREG_EXPORT orError_t orPointerGetAttributes(orPointerAttributes *attr, const
  * these open and close a window in which the host may touch it (nestable). */
 OPENREG_EXPORT orError_t orMemoryUnprotect(void *devPtr);
 OPENREG_EXPORT orError_t orMemoryProtect(void *devPtr);
+
+/* IPC: name an allocation for other ranks; open and close another rank's. */
+OPENREG_EXPORT orError_t orIpcGetMemHandle(orIpcMemHandle_t *handle, void *devPtr);
+OPENREG_EXPORT orError_t orIpcOpenMemHandle(void **devPtr, orIpcMemHandle_t handle,
+                                            unsigned int flags);
+OPENREG_EXPORT orError_t orIpcCloseMemHandle(void *devPtr);
 
 /* Streams */
 OPENREG_EXPORT orError_t orStreamCreate(orStream_t *stream);

@@ -84,11 +84,13 @@ static orError_t rng_enqueue(float *devPtr, size_t n, bool normal, float mean, f
         return orErrorInvalidValue;
     if (normal && (!isfinite(mean) || !isfinite(stddev) || stddev < 0.0f))
         return orErrorInvalidValue;
-    or_device *dev;
-    if ((err = or_mem_classify(devPtr, n * sizeof(float), &dev)) != orSuccess)
+    or_mem_region r;
+    if ((err = or_mem_classify(devPtr, n * sizeof(float), &r)) != orSuccess)
         return err;
-    if (!dev)
+    if (r.cls == OR_MEM_HOST)
         return orErrorInvalidValue;
+    if (r.cls == OR_MEM_REMOTE)
+        return orErrorNotSupported; /* kernels cannot reach another node's memory */
 
     rng_args args = {(unsigned char *)devPtr, n, seed, offset, mean, stddev, normal};
     uint64_t nblocks = (n + RNG_BLOCK_ELEMS - 1) / RNG_BLOCK_ELEMS;

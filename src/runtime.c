@@ -1,9 +1,13 @@
 /* src/runtime.c - lazy start-up, the device table, per-thread state, teardown. */
 #include "internal.h"
+#include "proxy.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +35,8 @@ static size_t host_memory_share(int slots)
     return share ? share : (size_t)1 << 20;
 }
 
-static orError_t device_start(or_device *dev, int id, const or_placement *place)
+static orError_t device_start(or_device *dev, int id, const or_placement *place,
+                              const char *shm_name)
 {
     memset(dev, 0, sizeof *dev);
     dev->id = id;
@@ -44,11 +49,11 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
     size_t capacity = or_rt.cfg.device_mem  ? (size_t)or_rt.cfg.device_mem
                       : prof->memory        ? prof->memory
                                             : host_memory_share(or_rt.local_nranks * or_rt.ndevices);
-    if (or_cpu_device_map(&dev->hw, capacity)) {
+    if (or_cpu_device_map(&dev->hw, capacity, shm_name)) {
         fprintf(stderr,
                 "openreg: cannot reserve %zu bytes for device %d (profile %s; set "
-                "OPENREG_DEVICE_MEM lower)\n",
-                capacity, id, prof->name);
+                "OPENREG_DEVICE_MEM lower): %s\n",
+                capacity, id, prof->name, strerror(errno));
         return orErrorInitialization;
     }
     if (or_arena_init(&dev->arena, capacity))
@@ -87,21 +92,9 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place)
     return orSuccess;
 }
 
-/* This process's place among the ranks of its host. mpiexec (Hydra) tells
- * every rank; a process started without it is alone. */
-static void host_share(int *local_rank, int *local_nranks)
-{
-    const char *r = getenv("MPI_LOCALRANKID"), *n = getenv("MPI_LOCALNRANKS");
-    long rank = r ? strtol(r, NULL, 10) : 0, size = n ? strtol(n, NULL, 10) : 1;
-    if (size < 1 || size > 4096 || rank < 0 || rank >= size)
-        rank = 0, size = 1;
-    *local_rank = (int)rank;
-    *local_nranks = (int)size;
-}
-
 /* False if a worker did not stop (a host function that never returns):
  * then the device's memory stays, since that code may still use it. */
-static bool device_stop(or_device *dev)
+static bool device_stop_workers(or_device *dev)
 {
     pthread_mutex_lock(&dev->lock);
     dev->stopping = true;
@@ -111,6 +104,11 @@ static bool device_stop(or_device *dev)
         OR_WARN("init", "device %d: a worker is still busy at exit; not freeing the device", dev->id);
         return false;
     }
+    return true;
+}
+
+static void device_free(or_device *dev)
+{
     while (dev->streams) {
         or_stream *s = dev->streams;
         dev->streams = s->next;
@@ -121,7 +119,6 @@ static bool device_stop(or_device *dev)
     or_arena_fini(&dev->arena);
     or_cpu_device_unmap(&dev->hw);
     or_placement_release(&dev->hw.place);
-    return true;
 }
 
 /* At exit: workers finish the queued work and stop, then everything is freed. */
@@ -129,14 +126,21 @@ static void runtime_teardown(void)
 {
     bool stopped = true;
     for (int d = 0; d < or_rt.ndevices; d++)
-        stopped &= device_stop(&or_rt.devices[d]);
+        stopped &= device_stop_workers(&or_rt.devices[d]);
+    /* Every rank stops its proxy together, so none stops serving a peer
+     * that still needs it; remote copies in flight complete first. */
+    or_proxy_stop();
     if (!stopped)
         return;
+    for (int d = 0; d < or_rt.ndevices; d++)
+        device_free(&or_rt.devices[d]);
     free(or_rt.devices);
     or_rt.devices = NULL;
     or_rt.ndevices = 0;
     or_memory_fini();
+    or_ipc_fini();
     or_placement_fini();
+    or_cluster_fini();
 }
 
 static void runtime_init(void)
@@ -147,20 +151,43 @@ static void runtime_init(void)
     }
     or_log_set_level((or_log_level)or_rt.cfg.debug);
     int n = (int)or_rt.cfg.devices;
-    host_share(&or_rt.local_rank, &or_rt.local_nranks);
+    or_rt.init_error = or_cluster_init(&or_rt.cfg, n);
+    if (or_rt.init_error != orSuccess) {
+        or_cluster_fini();
+        return;
+    }
+    /* Devices share the real host with every rank on it. */
+    or_rt.local_rank = or_cl.host_rank;
+    or_rt.local_nranks = or_cl.host_nranks;
     or_placement *places = calloc((size_t)n, sizeof *places);
+    char(*shm_names)[OR_SHM_NAME_MAX] = calloc((size_t)n, sizeof *shm_names);
+    size_t *capacities = calloc((size_t)n, sizeof *capacities);
     or_rt.devices = calloc((size_t)n, sizeof *or_rt.devices);
-    if (!places || !or_rt.devices ||
+    if (!places || !shm_names || !capacities || !or_rt.devices ||
         or_placement_compute(or_rt.local_rank, or_rt.local_nranks, n, places)) {
         fprintf(stderr, "openreg: cannot read the host topology (hwloc)\n");
         free(places);
+        free(shm_names);
+        free(capacities);
         or_rt.init_error = orErrorInitialization;
+        or_cluster_fini();
         return;
     }
+    /* Ranks of one virtual node map each other's device memory. */
+    bool shared = or_cl.mpi && or_cl.node_nranks > 1;
     or_rt.ndevices = n; /* device_start sizes memory by it */
     int started = 0;
     while (started < n) {
-        or_rt.init_error = device_start(&or_rt.devices[started], started, &places[started]);
+        if (shared) {
+            uint32_t salt;
+            if (getrandom(&salt, sizeof salt, 0) != sizeof salt)
+                salt = (uint32_t)or_now_ns();
+            snprintf(shm_names[started], OR_SHM_NAME_MAX, "/openreg-%016llx-r%d-d%d-%08x",
+                     (unsigned long long)or_cl.job_id, or_cl.rank, started, salt);
+        }
+        or_rt.init_error = device_start(&or_rt.devices[started], started, &places[started],
+                                        shared ? shm_names[started] : NULL);
+        capacities[started] = or_rt.devices[started].hw.capacity;
         started++;
         if (or_rt.init_error != orSuccess)
             break;
@@ -169,10 +196,21 @@ static void runtime_init(void)
         or_placement_release(&places[d]);
     or_rt.ndevices = started;
     free(places);
+    if (or_rt.init_error == orSuccess)
+        or_rt.init_error = or_cluster_map_peers(n, shm_names, capacities);
+    else
+        for (int d = 0; d < started; d++)
+            if (shared)
+                shm_unlink(shm_names[d]);
+    free(shm_names);
+    free(capacities);
+    if (or_rt.init_error == orSuccess)
+        or_rt.init_error = or_proxy_start();
     if (or_rt.init_error != orSuccess) {
         runtime_teardown();
         return;
     }
+    or_cluster_before_finalize = or_proxy_stop;
     atexit(runtime_teardown);
     for (int d = 0; d < n; d++)
         OR_INFO("init", "device %d: %s, %zu bytes, %d threads, cpus %s, NUMA node %d", d,
@@ -286,6 +324,25 @@ orError_t orDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriori
         *leastPriority = OR_PRIORITY_LEAST;
     if (greatestPriority)
         *greatestPriority = OR_PRIORITY_GREATEST;
+    return orSuccess;
+}
+
+orError_t orGetClusterInfo(orClusterInfo *info)
+{
+    OR_API_BEGIN();
+    if (!info)
+        OR_RETURN(orErrorInvalidValue);
+    *info = (orClusterInfo){
+        .rank = or_cl.rank,
+        .nranks = or_cl.nranks,
+        .node = or_cl.node,
+        .nnodes = or_cl.nnodes,
+        .deviceCount = or_rt.ndevices,
+        .globalDeviceCount = or_cl.first_device[or_cl.nranks],
+        .firstGlobalDevice = or_cl.first_device[or_cl.rank],
+        .nodeRank = or_cl.node_rank,
+        .nodeRanks = or_cl.node_nranks,
+    };
     return orSuccess;
 }
 

@@ -8,6 +8,7 @@
  * stream parks on the event until the record completes.
  */
 #include "internal.h"
+#include "proxy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,10 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
 }
 
 /* The op at the head of s finished: move on. */
+static void stream_complete(or_stream *s, or_op *op);
+
+void or_stream_op_done(or_op *op) { stream_complete(op->stream, op); }
+
 static void stream_complete(or_stream *s, or_op *op)
 {
     or_device *dev = s->dev;
@@ -236,6 +241,16 @@ static void kernel_run_blocks(or_stream *s, or_op *op)
     }
 }
 
+static void remote_copy_done(or_proxy_req *req)
+{
+    or_op *op = req->user;
+    or_strict_leave();
+    if (req->status != orSuccess)
+        OR_WARN("memory", "remote copy of %llu bytes with rank %d failed: %s",
+                (unsigned long long)req->length, req->peer, orGetErrorName(req->status));
+    or_stream_op_done(op);
+}
+
 static void op_execute(or_stream *s, or_op *op)
 {
     switch (op->kind) {
@@ -273,6 +288,16 @@ static void op_execute(or_stream *s, or_op *op)
         break;
     case OR_OP_EVENT_WAIT: /* resolved by the scheduler, never executed */
         break;
+    case OR_OP_REMOTE_COPY: {
+        /* The proxy moves the bytes; the stream stays busy until it is done,
+         * and the worker is free for other streams meanwhile. */
+        or_proxy_req *req = (or_proxy_req *)op->payload;
+        req->done = remote_copy_done;
+        req->user = op;
+        or_strict_enter(); /* MPI reads or writes our memory until then */
+        or_proxy_submit(req);
+        return;
+    }
     }
     stream_complete(s, op);
 }

@@ -108,17 +108,6 @@ Test(device_model, synthetic_host_four_devices)
     hwloc_topology_destroy(t);
 }
 
-/* Ranks of one host share it: slot = local rank * devices + device. */
-Test(device_model, host_shared_between_ranks)
-{
-    setenv("HWLOC_SYNTHETIC", "pack:2 numa:2 core:2 pu:1", 1);
-    setenv("MPI_LOCALRANKID", "3", 1);
-    setenv("MPI_LOCALNRANKS", "4", 1);
-    cr_assert_str_eq(props(0).cpuList, "6");
-    cr_assert_str_eq(props(1).cpuList, "7");
-    cr_assert_eq(props(1).numaNode, 3);
-}
-
 Test(device_model, oversubscribed_devices_share_cores)
 {
     setenv("OPENREG_DEVICES", "16", 1);

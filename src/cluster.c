@@ -1,0 +1,339 @@
+/* src/cluster.c - MPI bootstrap, hosts and virtual nodes, shared arenas. */
+#include "cluster.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "log.h"
+
+or_cluster or_cl = {.comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL};
+
+/* Set by the runtime: stops whatever uses MPI (the proxy thread) before the
+ * application's own MPI_Finalize takes MPI away. */
+void (*or_cluster_before_finalize)(void);
+
+static bool launched_by_mpi_launcher(void)
+{
+    return getenv("PMI_RANK") || getenv("PMI_FD") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+static const char *thread_level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+    }
+}
+
+static void release_mpi_objects(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return;
+    if (or_cl.node_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&or_cl.node_comm);
+    if (or_cl.comm != MPI_COMM_NULL)
+        MPI_Comm_free(&or_cl.comm);
+}
+
+static void detach_from_mpi(void)
+{
+    if (!or_cl.mpi)
+        return;
+    if (or_cluster_before_finalize)
+        or_cluster_before_finalize();
+    release_mpi_objects();
+    or_cl.mpi = false;
+}
+
+/* An application may finalize MPI itself while the runtime still runs. The
+ * runtime's proxy must be out of MPI before MPI_Finalize begins (MPICH tears
+ * down its locks under a thread still inside it), so the library provides
+ * MPI_Finalize through the MPI profiling interface: stop, then PMPI_Finalize. */
+int MPI_Finalize(void)
+{
+    detach_from_mpi();
+    return PMPI_Finalize();
+}
+
+/* Fallback for a program that reaches PMPI_Finalize another way: MPI deletes
+ * MPI_COMM_SELF's attributes first thing in finalize. */
+static int self_delete(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    detach_from_mpi();
+    return MPI_SUCCESS;
+}
+
+static orError_t fail(const char *fmt, const char *detail)
+{
+    fprintf(stderr, "openreg: ");
+    fprintf(stderr, fmt, detail);
+    fputc('\n', stderr);
+    return orErrorInitialization;
+}
+
+static void single_rank(int ndevices)
+{
+    or_cl.rank = 0;
+    or_cl.nranks = 1;
+    or_cl.host_rank = 0;
+    or_cl.host_nranks = 1;
+    or_cl.node = 0;
+    or_cl.nnodes = 1;
+    or_cl.node_rank = 0;
+    or_cl.node_nranks = 1;
+}
+
+static orError_t start_mpi(void)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return fail("MPI was finalized before the runtime's first call%s", "");
+    if (initialized) {
+        int level;
+        MPI_Query_thread(&level);
+        if (level < MPI_THREAD_MULTIPLE)
+            return fail("MPI was initialized at %s, but the runtime's threads call MPI: "
+                        "initialize with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or run "
+                        "under orrun (which sets MPIR_CVAR_DEFAULT_THREAD_LEVEL for MPI_Init)",
+                        thread_level_name(level));
+    } else {
+        int provided;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+            return fail("MPI_Init_thread failed%s", "");
+        or_cl.mpi_owned = true;
+        if (provided < MPI_THREAD_MULTIPLE)
+            return fail("this MPI provides only %s; MPI_THREAD_MULTIPLE is required",
+                        thread_level_name(provided));
+    }
+    int keyval;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &keyval, NULL);
+    MPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
+    or_cl.mpi = true;
+    return orSuccess;
+}
+
+/* Virtual node of every rank, and a check that none spans real hosts. */
+static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, int *node_of)
+{
+    /* A host is named by the world rank of its first rank. */
+    int leader = or_cl.rank;
+    MPI_Bcast(&leader, 1, MPI_INT, 0, host_comm);
+    int *leaders = malloc((size_t)or_cl.nranks * sizeof *leaders);
+    if (!leaders)
+        return fail("out of memory%s", "");
+    MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, or_cl.comm);
+    orError_t err = orSuccess;
+    int k = (int)cfg->ranks_per_node;
+    for (int r = 0; r < or_cl.nranks; r++) {
+        if (k > 0) {
+            node_of[r] = r / k;
+            if (leaders[r] != leaders[node_of[r] * k]) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "%d groups ranks %d and %d, which run on different hosts",
+                         k, node_of[r] * k, r);
+                err = fail("OPENREG_RANKS_PER_NODE=%s: a virtual node must be within one host", msg);
+                break;
+            }
+        } else {
+            /* Hosts numbered in order of their first rank. */
+            int id = 0;
+            for (int q = 0; q < r; q++)
+                if (leaders[q] == q && q < leaders[r])
+                    id++;
+            node_of[r] = id;
+        }
+    }
+    free(leaders);
+    return err;
+}
+
+orError_t or_cluster_init(const or_config *cfg, int ndevices)
+{
+    if (getrandom(&or_cl.job_id, sizeof or_cl.job_id, 0) != sizeof or_cl.job_id ||
+        getrandom(or_cl.job_key, sizeof or_cl.job_key, 0) != sizeof or_cl.job_key)
+        return fail("no random numbers from the kernel%s", "");
+    or_cl.first_device = calloc(2, sizeof *or_cl.first_device);
+    or_cl.rank_node = calloc(1, sizeof *or_cl.rank_node);
+    or_cl.node_ranks = calloc(1, sizeof *or_cl.node_ranks);
+    if (!or_cl.first_device || !or_cl.rank_node || !or_cl.node_ranks)
+        return fail("out of memory%s", "");
+    or_cl.first_device[1] = ndevices;
+
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized && !launched_by_mpi_launcher()) {
+        single_rank(ndevices);
+        return orSuccess;
+    }
+    orError_t err = start_mpi();
+    if (err != orSuccess)
+        return err;
+    MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.comm);
+    MPI_Comm_rank(or_cl.comm, &or_cl.rank);
+    MPI_Comm_size(or_cl.comm, &or_cl.nranks);
+
+    MPI_Comm host_comm;
+    MPI_Comm_split_type(or_cl.comm, MPI_COMM_TYPE_SHARED, or_cl.rank, MPI_INFO_NULL, &host_comm);
+    MPI_Comm_rank(host_comm, &or_cl.host_rank);
+    MPI_Comm_size(host_comm, &or_cl.host_nranks);
+
+    int n = or_cl.nranks;
+    int *node_of = realloc(or_cl.rank_node, (size_t)n * sizeof *node_of);
+    int *first = realloc(or_cl.first_device, (size_t)(n + 1) * sizeof *first);
+    if (!node_of || !first) {
+        MPI_Comm_free(&host_comm);
+        return fail("out of memory%s", "");
+    }
+    or_cl.rank_node = node_of;
+    or_cl.first_device = first;
+    err = assign_nodes(cfg, host_comm, node_of);
+    MPI_Comm_free(&host_comm);
+    if (err != orSuccess)
+        return err;
+    or_cl.node = node_of[or_cl.rank];
+    or_cl.nnodes = 0;
+    for (int r = 0; r < n; r++)
+        if (node_of[r] + 1 > or_cl.nnodes)
+            or_cl.nnodes = node_of[r] + 1;
+
+    MPI_Comm_split(or_cl.comm, or_cl.node, or_cl.rank, &or_cl.node_comm);
+    MPI_Comm_rank(or_cl.node_comm, &or_cl.node_rank);
+    MPI_Comm_size(or_cl.node_comm, &or_cl.node_nranks);
+    int *members = realloc(or_cl.node_ranks, (size_t)or_cl.node_nranks * sizeof *members);
+    if (!members)
+        return fail("out of memory%s", "");
+    or_cl.node_ranks = members;
+    MPI_Allgather(&or_cl.rank, 1, MPI_INT, members, 1, MPI_INT, or_cl.node_comm);
+
+    int *counts = malloc((size_t)n * sizeof *counts);
+    if (!counts)
+        return fail("out of memory%s", "");
+    MPI_Allgather(&ndevices, 1, MPI_INT, counts, 1, MPI_INT, or_cl.comm);
+    first[0] = 0;
+    for (int r = 0; r < n; r++)
+        first[r + 1] = first[r] + counts[r];
+    free(counts);
+
+    /* One job identity, chosen by rank 0: names shared segments, and keys IPC handles. */
+    uint64_t ident[3] = {or_cl.job_id, or_cl.job_key[0], or_cl.job_key[1]};
+    MPI_Bcast(ident, 3, MPI_UINT64_T, 0, or_cl.comm);
+    or_cl.job_id = ident[0];
+    or_cl.job_key[0] = ident[1];
+    or_cl.job_key[1] = ident[2];
+    OR_INFO("cluster", "rank %d of %d, host rank %d of %d, node %d of %d (%d ranks)", or_cl.rank,
+            n, or_cl.host_rank, or_cl.host_nranks, or_cl.node, or_cl.nnodes, or_cl.node_nranks);
+    return orSuccess;
+}
+
+typedef struct arena_record {
+    int32_t rank, device;
+    uint64_t capacity;
+    char name[OR_SHM_NAME_MAX];
+} arena_record;
+
+orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
+                               const size_t *capacities)
+{
+    if (!or_cl.mpi || or_cl.node_nranks < 2)
+        return orSuccess;
+    int m = or_cl.node_nranks;
+    int *counts = calloc((size_t)m, sizeof *counts), *displs = calloc((size_t)m, sizeof *displs);
+    arena_record *mine = calloc((size_t)ndevices, sizeof *mine);
+    arena_record *all = NULL;
+    orError_t err = orSuccess;
+    if (!counts || !displs || !mine) {
+        err = fail("out of memory%s", "");
+        goto out;
+    }
+    for (int d = 0; d < ndevices; d++) {
+        mine[d].rank = or_cl.rank;
+        mine[d].device = d;
+        mine[d].capacity = capacities[d];
+        memcpy(mine[d].name, shm_names[d], OR_SHM_NAME_MAX);
+    }
+    int bytes = ndevices * (int)sizeof *mine;
+    MPI_Allgather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, or_cl.node_comm);
+    int total = 0;
+    for (int i = 0; i < m; i++) {
+        displs[i] = total;
+        total += counts[i];
+    }
+    all = malloc((size_t)total);
+    or_cl.peers = calloc((size_t)total / sizeof *all, sizeof *or_cl.peers);
+    if (!all || !or_cl.peers) {
+        err = fail("out of memory%s", "");
+        goto out;
+    }
+    MPI_Allgatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, or_cl.node_comm);
+    int nrec = total / (int)sizeof *all;
+    for (int i = 0; i < nrec; i++) {
+        if (all[i].rank == or_cl.rank)
+            continue;
+        int fd = shm_open(all[i].name, O_RDWR, 0);
+        void *p = fd < 0 ? MAP_FAILED
+                         : mmap(NULL, all[i].capacity, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (fd >= 0)
+            close(fd);
+        if (p == MAP_FAILED) {
+            err = fail("cannot map a device arena of another rank on this node (%s)", all[i].name);
+            break;
+        }
+        or_cl.peers[or_cl.npeers++] =
+            (or_peer_arena){all[i].rank, all[i].device, p, all[i].capacity};
+    }
+    /* Everyone has mapped everything: the names can go, so nothing of the
+     * job stays in /dev/shm whatever happens to it from now on. */
+    MPI_Barrier(or_cl.node_comm);
+    for (int d = 0; d < ndevices; d++)
+        shm_unlink(shm_names[d]);
+out:
+    free(counts);
+    free(displs);
+    free(mine);
+    free(all);
+    return err;
+}
+
+const or_peer_arena *or_cluster_peer_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < or_cl.npeers; i++) {
+        uintptr_t base = (uintptr_t)or_cl.peers[i].base;
+        if (a >= base && a - base < or_cl.peers[i].capacity)
+            return &or_cl.peers[i];
+    }
+    return NULL;
+}
+
+void or_cluster_fini(void)
+{
+    for (int i = 0; i < or_cl.npeers; i++)
+        munmap(or_cl.peers[i].base, or_cl.peers[i].capacity);
+    free(or_cl.peers);
+    or_cl.peers = NULL;
+    or_cl.npeers = 0;
+    if (or_cl.mpi) {
+        release_mpi_objects();
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (or_cl.mpi_owned && !finalized)
+            PMPI_Finalize();
+        or_cl.mpi = false;
+    }
+    free(or_cl.first_device);
+    free(or_cl.rank_node);
+    free(or_cl.node_ranks);
+    or_cl.first_device = or_cl.rank_node = or_cl.node_ranks = NULL;
+}

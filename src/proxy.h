@@ -1,0 +1,69 @@
+/*
+ * src/proxy.h - the rank's proxy thread: after start-up it is the only thread
+ * that calls MPI. It serves other ranks' requests on this rank's device
+ * memory (validate, get, put) and carries out this rank's requests on theirs.
+ *
+ * MPI's blocking calls spin, and ranks outnumber cores, so the proxy only
+ * uses non-blocking calls and backs off when idle: it spins briefly after
+ * activity, then sleeps on its submission notifier with a growing timeout
+ * (at most OR_PROXY_MAX_SLEEP_US) between polls of MPI.
+ */
+#ifndef OR_PROXY_H
+#define OR_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "openreg.h"
+
+/* Payloads move in chunks MPI counts can express. */
+#define OR_PROXY_CHUNK ((uint64_t)1 << 30)
+#define OR_PROXY_MAX_MPI 40 /* a 32 GiB transfer at most, plus headers */
+
+#define OR_PROXY_MAX_SLEEP_US 200
+
+typedef enum { OR_PROXY_VALIDATE = 1, OR_PROXY_GET = 2, OR_PROXY_PUT = 3 } or_proxy_kind;
+
+typedef struct or_proxy_req or_proxy_req;
+typedef void (*or_proxy_done_fn)(or_proxy_req *req);
+
+struct or_proxy_req {
+    or_proxy_kind kind;
+    int peer;          /* owner's world rank */
+    int device;        /* owner's device */
+    uint64_t offset;   /* in the owner's arena */
+    uint64_t length;   /* bytes (VALIDATE: 0) */
+    uint64_t alloc_id; /* VALIDATE: the allocation's id */
+    void *local;       /* GET: destination; PUT: source */
+    /* Results, written before done() is called. */
+    orError_t status;
+    uint64_t size; /* VALIDATE: requested size of the allocation */
+    or_proxy_done_fn done;
+    void *user;
+    /* Proxy-private. */
+    or_proxy_req *next;
+    uint32_t id;
+    int phase;
+    bool serving; /* another rank's request on our memory */
+    void *target; /* serving: our memory the request names */
+    uint64_t wire[6]; /* the request as sent or received */
+    uint64_t reply[2];
+    MPI_Request mpi[OR_PROXY_MAX_MPI];
+    int nmpi;
+};
+
+/* Start the proxy (only when the job has more than one rank). */
+orError_t or_proxy_start(void);
+/* Everyone stops together: serve until every rank has asked to stop, then
+ * finish what is in flight and join the thread. Idempotent. */
+void or_proxy_stop(void);
+bool or_proxy_running(void);
+/* Queue req; done(req) runs later on the proxy thread. */
+void or_proxy_submit(or_proxy_req *req);
+/* Submit and wait for it (not from a worker thread). */
+orError_t or_proxy_call(or_proxy_req *req);
+
+#endif

@@ -158,7 +158,7 @@ static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, int *nod
     return err;
 }
 
-orError_t or_cluster_init(const or_config *cfg, int ndevices)
+orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
 {
     if (getrandom(&or_cl.job_id, sizeof or_cl.job_id, 0) != sizeof or_cl.job_id ||
         getrandom(or_cl.job_key, sizeof or_cl.job_key, 0) != sizeof or_cl.job_key)
@@ -174,7 +174,7 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices)
     MPI_Initialized(&initialized);
     if (!initialized && !launched_by_mpi_launcher()) {
         single_rank(ndevices);
-        return orSuccess;
+        return config_ok ? orSuccess : orErrorInitialization;
     }
     orError_t err = start_mpi();
     if (err != orSuccess)
@@ -182,6 +182,18 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices)
     MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.comm);
     MPI_Comm_rank(or_cl.comm, &or_cl.rank);
     MPI_Comm_size(or_cl.comm, &or_cl.nranks);
+
+    /* All ranks start, or none: a rank with a bad setting must not leave the
+     * others waiting in the collectives below. */
+    int all_ok = config_ok;
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, or_cl.comm);
+    if (!all_ok) {
+        if (config_ok)
+            fprintf(stderr, "openreg: rank %d: another rank's configuration is invalid (see its "
+                            "message); not starting\n",
+                    or_cl.rank);
+        return orErrorInitialization;
+    }
 
     MPI_Comm host_comm;
     MPI_Comm_split_type(or_cl.comm, MPI_COMM_TYPE_SHARED, or_cl.rank, MPI_INFO_NULL, &host_comm);

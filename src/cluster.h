@@ -48,9 +48,10 @@ typedef struct or_cluster {
 extern or_cluster or_cl;
 
 /* Start (or adopt) MPI and work out ranks, hosts and nodes. ndevices is this
- * rank's device count. Prints the reason and returns orErrorInitialization
- * on failure. */
-orError_t or_cluster_init(const or_config *cfg, int ndevices);
+ * rank's device count. config_ok false (this rank's settings are bad) still
+ * joins the other ranks, so that they all fail together instead of waiting.
+ * Prints the reason and returns orErrorInitialization on failure. */
+orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok);
 /* Map the arenas of the node's other ranks; shm_names[d] names device d's
  * segment (empty when the node has one rank). Unlinks the names once every
  * rank of the node has mapped them. */

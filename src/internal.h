@@ -113,6 +113,9 @@ struct or_stream {
     _Atomic uint64_t enq_seq;
     _Atomic uint64_t done_seq;
     or_notifier done; /* signalled (under dev->lock) when done_seq moves */
+    /* First failure of an op that ran after its call returned (a remote copy
+     * the owner refused); the next synchronization reports and clears it. */
+    _Atomic int async_error;
 };
 
 typedef struct or_event_waiter {
@@ -203,6 +206,8 @@ void or_op_release(or_op *op);
 /* Returns the op's sequence number in s (the op itself may be gone by then). */
 uint64_t or_stream_enqueue(or_stream *s, or_op *op);
 void or_stream_wait_seq(or_stream *s, uint64_t seq);
+/* The stream's pending asynchronous error, cleared. */
+orError_t or_stream_take_error(or_stream *s);
 void or_stream_free_pending(or_stream *s);
 void or_stream_unblock(or_stream *s);
 /* An op that completes outside a worker (a remote copy) is done. */

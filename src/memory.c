@@ -370,10 +370,11 @@ static orError_t memset_prepare(void *devPtr, int value, size_t count, or_op **o
 }
 
 /* Synchronous calls: after the default stream's queued work, return when done. */
-static void run_on_default_stream(or_op *op)
+static orError_t run_on_default_stream(or_op *op)
 {
     or_stream *s = &or_current_device()->default_stream;
     or_stream_wait_seq(s, or_stream_enqueue(s, op));
+    return or_stream_take_error(s);
 }
 
 orError_t orMemcpy(void *dst, const void *src, size_t count, orMemcpyKind kind)
@@ -389,8 +390,7 @@ orError_t orMemcpy(void *dst, const void *src, size_t count, orMemcpyKind kind)
     orError_t err = copy_prepare(dst, src, count, kind, &op);
     if (err != orSuccess)
         OR_RETURN(err);
-    run_on_default_stream(op);
-    return orSuccess;
+    OR_RETURN(run_on_default_stream(op));
 }
 
 orError_t orMemcpyAsync(void *dst, const void *src, size_t count, orMemcpyKind kind,
@@ -423,8 +423,7 @@ orError_t orMemset(void *devPtr, int value, size_t count)
     orError_t err = memset_prepare(devPtr, value, count, &op);
     if (err != orSuccess)
         OR_RETURN(err);
-    run_on_default_stream(op);
-    return orSuccess;
+    OR_RETURN(run_on_default_stream(op));
 }
 
 orError_t orMemsetAsync(void *devPtr, int value, size_t count, orStream_t stream)

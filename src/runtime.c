@@ -145,13 +145,11 @@ static void runtime_teardown(void)
 
 static void runtime_init(void)
 {
-    if (or_config_load(&or_rt.cfg)) {
-        or_rt.init_error = orErrorInitialization;
-        return;
-    }
-    or_log_set_level((or_log_level)or_rt.cfg.debug);
-    int n = (int)or_rt.cfg.devices;
-    or_rt.init_error = or_cluster_init(&or_rt.cfg, n);
+    bool config_ok = or_config_load(&or_rt.cfg) == 0;
+    if (config_ok)
+        or_log_set_level((or_log_level)or_rt.cfg.debug);
+    int n = config_ok ? (int)or_rt.cfg.devices : 0;
+    or_rt.init_error = or_cluster_init(&or_rt.cfg, n, config_ok);
     if (or_rt.init_error != orSuccess) {
         or_cluster_fini();
         return;
@@ -375,8 +373,13 @@ orError_t orDeviceSynchronize(void)
     if (!pins)
         OR_RETURN(orErrorMemoryAllocation);
 
-    for (size_t i = 0; i < n; i++)
+    orError_t err = orSuccess;
+    for (size_t i = 0; i < n; i++) {
         or_stream_wait_seq(pins[i].s, pins[i].seq);
+        orError_t e = or_stream_take_error(pins[i].s);
+        if (err == orSuccess)
+            err = e;
+    }
 
     pthread_mutex_lock(&dev->lock);
     for (size_t i = 0; i < n; i++) {
@@ -385,5 +388,5 @@ orError_t orDeviceSynchronize(void)
     }
     pthread_mutex_unlock(&dev->lock);
     free(pins);
-    return orSuccess;
+    OR_RETURN(err);
 }

@@ -176,6 +176,11 @@ static bool seq_reached(void *arg)
     return atomic_load(&w->s->done_seq) >= w->seq;
 }
 
+orError_t or_stream_take_error(or_stream *s)
+{
+    return (orError_t)atomic_exchange(&s->async_error, orSuccess);
+}
+
 void or_stream_wait_seq(or_stream *s, uint64_t seq)
 {
     seq_wait w = {s, seq};
@@ -245,9 +250,12 @@ static void remote_copy_done(or_proxy_req *req)
 {
     or_op *op = req->user;
     or_strict_leave();
-    if (req->status != orSuccess)
-        OR_WARN("memory", "remote copy of %llu bytes with rank %d failed: %s",
+    if (req->status != orSuccess) {
+        OR_INFO("memory", "remote copy of %llu bytes with rank %d failed: %s",
                 (unsigned long long)req->length, req->peer, orGetErrorName(req->status));
+        int none = orSuccess;
+        atomic_compare_exchange_strong(&op->stream->async_error, &none, (int)req->status);
+    }
     or_stream_op_done(op);
 }
 
@@ -466,7 +474,7 @@ orError_t orStreamSynchronize(orStream_t stream)
     if (or_in_worker())
         OR_RETURN(orErrorNotPermitted);
     or_stream_wait_seq(s, atomic_load(&s->enq_seq));
-    return orSuccess;
+    OR_RETURN(or_stream_take_error(s));
 }
 
 orError_t orStreamQuery(orStream_t stream)

@@ -1,0 +1,161 @@
+/*
+ * IPC handles that must be refused, and uses of opened memory that must be:
+ * forged and corrupted handles, truncated ones, a handle of a freed
+ * allocation, closing twice, copies past the end, kernels and memsets on
+ * another node's memory. Run with 2 ranks, as one node or as two.
+ *
+ *   ipc_errors                 the checks above
+ *   ipc_errors --write FILE    rank 0 writes a handle to FILE and exits
+ *   ipc_errors --open FILE     rank 0 opens FILE's handle: another job's
+ */
+#include <string.h>
+
+#include "mpitest.h"
+
+static void touch(const orKernelContext *ctx, void *args)
+{
+    int *p = *(int **)args;
+    p[0] = 1; /* never runs: the launch is refused */
+}
+
+static int other_job(const char *mode, const char *path)
+{
+    orClusterInfo ci;
+    CHECK_OR(orGetClusterInfo(&ci));
+    if (ci.rank != 0)
+        return 0;
+    if (strcmp(mode, "--write") == 0) {
+        void *p;
+        orIpcMemHandle_t h;
+        CHECK_OR(orMalloc(&p, 4096));
+        CHECK_OR(orIpcGetMemHandle(&h, p));
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(&h, sizeof h, 1, f) == 1);
+        fclose(f);
+        return 0;
+    }
+    orIpcMemHandle_t h;
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fread(&h, sizeof h, 1, f) == 1);
+    fclose(f);
+    void *p = NULL;
+    EXPECT_OR(orIpcOpenMemHandle(&p, h, 0), orErrorInvalidResourceHandle);
+    CHECK(p == NULL);
+    printf("another job's handle: refused\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3)
+        return other_job(argv[1], argv[2]);
+    orClusterInfo ci;
+    CHECK_OR(orGetClusterInfo(&ci));
+    CHECK(ci.nranks == 2);
+    int peer = 1 - ci.rank;
+    int remote = ci.nnodes == 2;
+
+    enum { N = 1024 };
+    int *buf, *dead;
+    CHECK_OR(orMalloc((void **)&buf, N * sizeof(int)));
+    CHECK_OR(orMalloc((void **)&dead, N * sizeof(int)));
+    orIpcMemHandle_t h[2], theirs[2];
+    CHECK_OR(orIpcGetMemHandle(&h[0], buf + 10)); /* interior pointer: names the allocation */
+    CHECK_OR(orIpcGetMemHandle(&h[1], dead));
+    MPI_Sendrecv(h, sizeof h, MPI_BYTE, peer, 0, theirs, sizeof theirs, MPI_BYTE, peer, 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* Each rank frees its second allocation before the peer opens it. */
+    CHECK_OR(orFree(dead));
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Bad arguments. */
+    void *p = NULL;
+    orIpcMemHandle_t junk;
+    EXPECT_OR(orIpcGetMemHandle(NULL, buf), orErrorInvalidValue);
+    EXPECT_OR(orIpcGetMemHandle(&junk, NULL), orErrorInvalidValue);
+    int local_int;
+    EXPECT_OR(orIpcGetMemHandle(&junk, &local_int), orErrorInvalidValue); /* host memory */
+    EXPECT_OR(orIpcGetMemHandle(&junk, dead), orErrorInvalidDevicePointer); /* freed */
+    EXPECT_OR(orIpcOpenMemHandle(NULL, theirs[0], 0), orErrorInvalidValue);
+    EXPECT_OR(orIpcOpenMemHandle(&p, theirs[0], 0x10), orErrorInvalidValue);
+
+    /* Forged: random bytes, and every single-byte corruption of a real one. */
+    for (size_t i = 0; i < sizeof junk.reserved; i++)
+        junk.reserved[i] = (char)(rand() & 0xff);
+    EXPECT_OR(orIpcOpenMemHandle(&p, junk, 0), orErrorInvalidResourceHandle);
+    for (size_t i = 0; i < 56; i++) {
+        orIpcMemHandle_t bad = theirs[0];
+        bad.reserved[i] ^= 0x20;
+        EXPECT_OR(orIpcOpenMemHandle(&p, bad, 0), orErrorInvalidResourceHandle);
+    }
+    /* Truncated: only the first half arrived. */
+    orIpcMemHandle_t half = theirs[0];
+    memset(half.reserved + 32, 0, 32);
+    EXPECT_OR(orIpcOpenMemHandle(&p, half, 0), orErrorInvalidResourceHandle);
+    CHECK(p == NULL);
+
+    /* Stale: the allocation was freed. */
+    EXPECT_OR(orIpcOpenMemHandle(&p, theirs[1], 0), orErrorInvalidDevicePointer);
+
+    /* A good one: opened twice gives the same pointer, closed twice is fine,
+     * a third close is refused. */
+    int *q, *q2;
+    CHECK_OR(orIpcOpenMemHandle((void **)&q, theirs[0], 0));
+    CHECK_OR(orIpcOpenMemHandle((void **)&q2, theirs[0], 0));
+    CHECK(q == q2);
+    orPointerAttributes a;
+    CHECK_OR(orPointerGetAttributes(&a, q + 5));
+    CHECK(a.type == (remote ? orMemoryTypeRemote : orMemoryTypeDevice));
+
+    int host[N];
+    EXPECT_OR(orMemcpy(host, q, (N + 1) * sizeof(int), orMemcpyDeviceToHost), orErrorInvalidValue);
+    EXPECT_OR(orMemcpy(host, q, sizeof host, orMemcpyHostToDevice), orErrorInvalidValue); /* kind */
+    if (remote) {
+        EXPECT_OR(orLaunchKernel(touch, (orDim3){1, 1, 1}, (orDim3){1, 1, 1}, &q, sizeof q, 0, NULL),
+                  orErrorNotSupported);
+        EXPECT_OR(orMemset(q, 0, 16), orErrorNotSupported);
+        EXPECT_OR(orMemcpy(q, q, 16, orMemcpyDeviceToDevice), orErrorNotSupported);
+    } else {
+        /* Same node: the owner's memory itself, usable by kernels. */
+        CHECK_OR(orLaunchKernel(touch, (orDim3){1, 1, 1}, (orDim3){1, 1, 1}, &q, sizeof q, 0, NULL));
+        CHECK_OR(orDeviceSynchronize());
+    }
+    /* A real copy works both ways. */
+    for (int i = 0; i < N; i++)
+        host[i] = ci.rank * 100000 + i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_OR(orMemcpy(q + 1, host, (N - 1) * sizeof(int), orMemcpyHostToDevice));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_OR(orMemcpy(host, buf, N * sizeof(int), orMemcpyDeviceToHost));
+    for (int i = 1; i < N; i++)
+        CHECK(host[i] == peer * 100000 + i - 1);
+
+    CHECK_OR(orIpcCloseMemHandle(q));
+    CHECK_OR(orIpcCloseMemHandle(q2));
+    EXPECT_OR(orIpcCloseMemHandle(q), orErrorInvalidDevicePointer);
+    EXPECT_OR(orIpcCloseMemHandle(NULL), orErrorInvalidValue);
+    EXPECT_OR(orIpcCloseMemHandle(host), orErrorInvalidDevicePointer);
+
+    /* A copy the owner refuses after the open (it freed the memory meanwhile)
+     * reports at the synchronization. */
+    int *late;
+    CHECK_OR(orMalloc((void **)&late, 4096));
+    orIpcMemHandle_t lh, their_late;
+    CHECK_OR(orIpcGetMemHandle(&lh, late));
+    MPI_Sendrecv(&lh, sizeof lh, MPI_BYTE, peer, 1, &their_late, sizeof their_late, MPI_BYTE,
+                 peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int *r;
+    CHECK_OR(orIpcOpenMemHandle((void **)&r, their_late, 0));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_OR(orFree(late));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (remote)
+        EXPECT_OR(orMemcpy(host, r, 64, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
+    CHECK_OR(orIpcCloseMemHandle(r));
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_OR(orFree(buf));
+    if (ci.rank == 0)
+        printf("ipc errors (%s): ok\n", remote ? "two nodes" : "one node");
+    return 0;
+}

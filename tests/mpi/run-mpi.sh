@@ -6,6 +6,7 @@
 #   program=tests/mpi/ring           (relative to the build directory)
 #   args="..."                       (optional)
 #   env="OPENREG_DEVICES=2 ..."      (optional, passed to every rank)
+#   export NAME="a value with spaces" (also reaches every rank)
 #   timeout=120                      (optional, seconds; the job is killed after)
 # Criterion cannot run under mpiexec (it forks), so multi-rank tests are
 # plain programs that exit non-zero on failure; this wrapper launches them.

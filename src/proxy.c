@@ -11,6 +11,7 @@
 #include "proxy.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -240,9 +241,20 @@ static void *proxy_main(void *arg)
             idle = 0;
             continue;
         }
-        /* Back off: spin a little, then sleep ever longer, but wake at once
-         * for a local submission. */
-        if (++idle < 64) {
+        /* Back off. A transfer in flight moves only while someone polls MPI,
+         * so then the proxy just yields its core between polls; idle, it
+         * spins a little, then sleeps ever longer (waking at once for a
+         * local submission). */
+        ++idle;
+        if (px.active) {
+            if (idle < 4096)
+                sched_yield();
+            else
+                or_wait(&px.wake, woken, &(wake_wait){atomic_load(&px.wake.seq)},
+                        or_now_ns() + 20000);
+            continue;
+        }
+        if (idle < 64) {
             or_cpu_relax();
             continue;
         }

@@ -1,7 +1,7 @@
 /*
  * demo.c - a first tour of the OpenReg Cluster runtime.
  *
- * Two devices cooperate on a small pipeline:
+ * Every rank runs a two-device pipeline on its first two devices:
  *
  *   device 0, stream s0:  H2D x, y  ->  saxpy kernel (y = a*x + y)  -> record "saxpy done"
  *   device 1, stream s1:  wait "saxpy done"  ->  D2D copy of y from device 0
@@ -11,18 +11,45 @@
  * Both kernels run on a 2-D grid of 16x16 blocks. A kernel is called once per
  * block and walks over its block's threads itself. Timing events on each
  * stream measure every stage; the results are checked against a host
- * reference.
+ * reference. Each rank's input depends on its rank, so results differ.
  *
- * Runs on the built-in defaults (OPENREG_DEVICES=2). Exit status 0 means
- * "result: OK".
+ * Then the ranks pass their result around a ring of all devices of the job:
+ * every device opens the next device's buffer through an IPC handle (handles
+ * exchanged with MPI_Allgather) and copies its message into it with
+ * orMemcpyAsync. A hop is within a rank, between ranks of one virtual node
+ * (shared memory) or between nodes (MPI). Each receiver checks the header
+ * (who sent it) and a checksum of the whole message against the sender's.
+ *
+ * Runs alone (one rank: the ring is its own devices) or under orrun, e.g.
+ *   ./launch/orrun -n 2 -d 2 --ranks-per-node 1 -- ./examples/demo
+ * The runtime starts MPI on the first runtime call when the program runs
+ * under mpiexec, and finalizes it at exit, so the program never calls
+ * MPI_Init or MPI_Finalize. Every rank's report is gathered and printed by
+ * rank 0. Exit status 0 means "result: OK" on every rank.
  */
 #include <math.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "openreg.h"
+
+/* Stop the whole job: under mpiexec a rank that just exited would leave the
+ * others waiting for it in the next collective. */
+static void die(void)
+{
+    fflush(stdout);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
 
 /* Every runtime call is checked: on failure print the call, the error's
  * name and text, and stop. */
@@ -33,9 +60,31 @@
             fflush(stdout); /* keep the report after what was printed before */       \
             fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,  \
                     orGetErrorName(check_err_), orGetErrorString(check_err_));         \
-            exit(1);                                                                   \
+            die();                                                                     \
         }                                                                              \
     } while (0)
+
+#define CHECK_MPI(call)                                                                \
+    do {                                                                               \
+        if ((call) != MPI_SUCCESS) {                                                   \
+            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #call);          \
+            die();                                                                     \
+        }                                                                              \
+    } while (0)
+
+static void *host_alloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "demo: out of host memory\n");
+        die();
+    }
+    return p;
+}
+
+/* This rank's report: gathered to rank 0 at the end, so the ranks' output
+ * never interleaves. */
+static FILE *out;
 
 enum { NX = 1024, NY = 1024, BLOCK = 16 };
 static const float ALPHA = 2.5f;
@@ -107,11 +156,15 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+static const char *plural(long n) { return n == 1 ? "" : "s"; }
+
+static double mib(size_t bytes) { return bytes / (1024.0 * 1024.0); }
+
 static void print_time(const char *label, orEvent_t start, orEvent_t end)
 {
     float ms = 0.0f;
     CHECK(orEventElapsedTime(&ms, start, end));
-    printf("  %-28s %9.3f ms\n", label, ms);
+    fprintf(out, "    %-28s %9.3f ms\n", label, ms);
 }
 
 /* Largest relative difference, so the check does not depend on magnitudes. */
@@ -130,30 +183,26 @@ static void print_device(int dev)
 {
     orDeviceProp p;
     CHECK(orGetDeviceProperties(&p, dev));
-    printf("  device %d: %s, %.2f GiB, %d compute thread%s, cpus %s, NUMA node %d, "
-           "%d copy engine%s\n",
-           dev, p.name, p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
-           p.multiProcessorCount == 1 ? "" : "s", p.cpuList, p.numaNode, p.asyncEngineCount,
-           p.asyncEngineCount == 1 ? "" : "s");
+    fprintf(out,
+            "  device %d: %s, %.2f GiB, %d compute thread%s, cpus %s, NUMA node %d, "
+            "%d copy engine%s\n",
+            dev, p.name, p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
+            plural(p.multiProcessorCount), p.cpuList, p.numaNode, p.asyncEngineCount,
+            plural(p.asyncEngineCount));
 }
 
-int main(void)
+/* ---- stage 1 and 2: the two-device pipeline --------------------------------- */
+
+typedef struct {
+    float *dout1;   /* the stencil result, on device 1 */
+    float *hout;    /* and its copy in pinned host memory */
+} pipeline_result;
+
+/* Returns whether the results match the host reference. */
+static bool pipeline(int rank, pipeline_result *res)
 {
     const size_t n = (size_t)NX * NY;
     const size_t bytes = n * sizeof(float);
-    int count = 0;
-
-    printf("OpenReg Cluster demo\n");
-    CHECK(orGetDeviceCount(&count));
-    printf("devices: %d\n", count);
-    for (int d = 0; d < count; d++)
-        print_device(d);
-    if (count < 2) {
-        fflush(stdout);
-        fprintf(stderr, "demo: needs 2 devices, have %d (unset OPENREG_DEVICES or set it >= 2)\n",
-                count);
-        return 1;
-    }
 
     /* Pinned host buffers: the staging memory async copies are meant for. */
     float *hx, *hy, *hsaxpy, *hout;
@@ -163,14 +212,11 @@ int main(void)
     CHECK(orMallocHost((void **)&hout, bytes));
     for (size_t k = 0; k < n; k++) {
         hx[k] = (float)(k % 1000) * 0.001f;
-        hy[k] = (float)((k * 7) % 113) - 56.0f;
+        hy[k] = (float)((k * 7 + 31 * (size_t)rank) % 113) - 56.0f;
     }
 
     const orDim3 block = {BLOCK, BLOCK, 1};
     const orDim3 grid = {(NX + BLOCK - 1) / BLOCK, (NY + BLOCK - 1) / BLOCK, 1};
-    printf("problem: %d x %d floats (%.1f MiB per array), grid %u x %u blocks of %u x %u\n",
-           NX, NY, bytes / (1024.0 * 1024.0), grid.x, grid.y, block.x, block.y);
-
     double wall0 = now_ms();
 
     /* Stage 1 on device 0. */
@@ -224,11 +270,7 @@ int main(void)
     CHECK(orEventRecord(e1_d2h, s1));
 
     /* The host reference is computed while the devices work. */
-    float *ref_saxpy = malloc(bytes), *ref_out = malloc(bytes);
-    if (!ref_saxpy || !ref_out) {
-        fprintf(stderr, "demo: out of host memory\n");
-        return 1;
-    }
+    float *ref_saxpy = host_alloc(bytes), *ref_out = host_alloc(bytes);
     for (size_t k = 0; k < n; k++)
         ref_saxpy[k] = ALPHA * hx[k] + hy[k];
     for (unsigned j = 0; j < NY; j++)
@@ -240,24 +282,26 @@ int main(void)
     double wall_ms = now_ms() - wall0;
 
     char h2d_label[64];
-    snprintf(h2d_label, sizeof h2d_label, "H2D x, y (%.1f MiB)", 2 * bytes / (1024.0 * 1024.0));
-    printf("device 0, stream s0:\n");
+    snprintf(h2d_label, sizeof h2d_label, "H2D x, y (%.1f MiB)", mib(2 * bytes));
+    fprintf(out, "  device 0, stream s0:\n");
     print_time(h2d_label, e0_start, e0_h2d);
     print_time("saxpy kernel", e0_h2d, e0_saxpy);
     print_time("D2H y", e0_saxpy, e0_d2h);
-    printf("device 1, stream s1 (waits on device 0's saxpy event):\n");
+    fprintf(out, "  device 1, stream s1 (waits on device 0's saxpy event):\n");
     print_time("D2D y from device 0", e1_start, e1_d2d);
     print_time("stencil kernel", e1_d2d, e1_stencil);
     print_time("D2H result", e1_stencil, e1_d2h);
-    printf("wall time, first enqueue to both streams done: %.3f ms\n", wall_ms);
+    fprintf(out, "  wall time, first enqueue to both streams done: %.3f ms\n", wall_ms);
 
     double err_saxpy = max_rel_error(hsaxpy, ref_saxpy, n);
     double err_out = max_rel_error(hout, ref_out, n);
-    printf("max relative error: saxpy %.3g, stencil %.3g\n", err_saxpy, err_out);
-    int ok = err_saxpy <= 1e-6 && err_out <= 1e-6;
+    fprintf(out, "  max relative error: saxpy %.3g, stencil %.3g\n", err_saxpy, err_out);
+    bool ok = err_saxpy <= 1e-6 && err_out <= 1e-6;
+    if (!ok)
+        fprintf(out, "  pipeline FAILED: device results differ from the host reference\n");
 
+    /* The result stays for the ring; everything else goes. */
     CHECK(orFree(din1));
-    CHECK(orFree(dout1));
     CHECK(orEventDestroy(e1_start));
     CHECK(orEventDestroy(e1_d2d));
     CHECK(orEventDestroy(e1_stencil));
@@ -274,14 +318,298 @@ int main(void)
     CHECK(orFreeHost(hx));
     CHECK(orFreeHost(hy));
     CHECK(orFreeHost(hsaxpy));
-    CHECK(orFreeHost(hout));
     free(ref_saxpy);
     free(ref_out);
+    res->dout1 = dout1;
+    res->hout = hout;
+    return ok;
+}
 
-    if (!ok) {
-        printf("result: FAILED (device results differ from the host reference)\n");
-        return 1;
+/* ---- stage 3: the ring of all devices ------------------------------------------ */
+
+/* What a device sends: this header, then its rank's result. */
+typedef struct {
+    uint32_t magic;
+    int32_t global; /* sender's global device id */
+    int32_t rank, node;
+} msg_header;
+#define MSG_MAGIC 0x4f52444dU /* "ORDM" */
+
+/* What every device tells the others, gathered with MPI_Allgather. */
+typedef struct {
+    orIpcMemHandle_t inbox; /* where the previous device writes */
+    uint64_t checksum;      /* of the message this device sends */
+    int32_t rank, node;
+} ring_entry;
+
+/* FNV-1a, continued from h: the checksum travels separately from the data,
+ * so a wrong or damaged message cannot vouch for itself. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+
+enum { HOP_SAME_RANK, HOP_SAME_NODE, HOP_OTHER_NODE, HOP_KINDS };
+static const char *const hop_name[HOP_KINDS] = {"same rank", "same node", "other node"};
+
+typedef struct {
+    int hops[HOP_KINDS]; /* sent by this rank, by kind */
+    double job_ms;       /* first enqueue to every rank's copies done (rank 0) */
+} ring_stats;
+
+static bool ring(const orClusterInfo *ci, bool mpi, const pipeline_result *res,
+                 ring_stats *stats)
+{
+    const size_t bytes = (size_t)NX * NY * sizeof(float);
+    const size_t msg_bytes = sizeof(msg_header) + bytes;
+    const int nd = ci->deviceCount, G = ci->globalDeviceCount, first = ci->firstGlobalDevice;
+
+    unsigned char **msg = host_alloc(nd * sizeof *msg), **inbox = host_alloc(nd * sizeof *inbox);
+    void **next_inbox = host_alloc(nd * sizeof *next_inbox);
+    orStream_t *rs = host_alloc(nd * sizeof *rs);
+    orEvent_t *start = host_alloc(nd * sizeof *start), *end = host_alloc(nd * sizeof *end);
+    ring_entry *mine = host_alloc(nd * sizeof *mine), *all = host_alloc(G * sizeof *all);
+    msg_header *hdr;
+    CHECK(orMallocHost((void **)&hdr, nd * sizeof *hdr));
+
+    /* Every device's message: a header naming it, then this rank's result. */
+    for (int d = 0; d < nd; d++) {
+        CHECK(orSetDevice(d));
+        CHECK(orStreamCreate(&rs[d]));
+        CHECK(orEventCreateWithFlags(&start[d], orEventEnableTiming));
+        CHECK(orEventCreateWithFlags(&end[d], orEventEnableTiming));
+        CHECK(orMalloc((void **)&msg[d], msg_bytes));
+        CHECK(orMalloc((void **)&inbox[d], msg_bytes));
+        hdr[d] = (msg_header){MSG_MAGIC, first + d, ci->rank, ci->node};
+        CHECK(orMemsetAsync(inbox[d], 0, msg_bytes, rs[d]));
+        CHECK(orMemcpyAsync(msg[d], &hdr[d], sizeof hdr[d], orMemcpyHostToDevice, rs[d]));
+        CHECK(orMemcpyAsync(msg[d] + sizeof hdr[d], res->dout1, bytes, orMemcpyDeviceToDevice,
+                            rs[d]));
+        memset(&mine[d], 0, sizeof mine[d]);
+        CHECK(orIpcGetMemHandle(&mine[d].inbox, inbox[d]));
+        /* From the host copy of the result: checks the message built on the
+         * device as well as the hop. */
+        mine[d].checksum = fnv1a(fnv1a(FNV_OFFSET, &hdr[d], sizeof hdr[d]), res->hout, bytes);
+        mine[d].rank = ci->rank;
+        mine[d].node = ci->node;
     }
-    printf("result: OK\n");
-    return 0;
+    for (int d = 0; d < nd; d++)
+        CHECK(orStreamSynchronize(rs[d]));
+
+    if (mpi) {
+        int *counts = host_alloc(ci->nranks * sizeof *counts);
+        int *displs = host_alloc(ci->nranks * sizeof *displs);
+        int my_bytes = nd * (int)sizeof *mine;
+        CHECK_MPI(MPI_Allgather(&my_bytes, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD));
+        for (int r = 0, at = 0; r < ci->nranks; at += counts[r], r++)
+            displs[r] = at;
+        CHECK_MPI(MPI_Allgatherv(mine, my_bytes, MPI_BYTE, all, counts, displs, MPI_BYTE,
+                                 MPI_COMM_WORLD));
+        free(counts);
+        free(displs);
+    } else {
+        memcpy(all, mine, nd * sizeof *mine);
+    }
+
+    /* Opening asks the owner whether the buffer is still live: done before
+     * the clock starts. */
+    for (int d = 0; d < nd; d++) {
+        int next = (first + d + 1) % G;
+        CHECK(orSetDevice(d));
+        CHECK(orIpcOpenMemHandle(&next_inbox[d], all[next].inbox, orIpcMemLazyEnablePeerAccess));
+    }
+
+    /* All devices send at once; the barriers bracket the whole job's ring. */
+    if (mpi)
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = now_ms();
+    for (int d = 0; d < nd; d++) {
+        CHECK(orEventRecord(start[d], rs[d]));
+        CHECK(orMemcpyAsync(next_inbox[d], msg[d], msg_bytes, orMemcpyDeviceToDevice, rs[d]));
+        CHECK(orEventRecord(end[d], rs[d]));
+    }
+    for (int d = 0; d < nd; d++)
+        CHECK(orStreamSynchronize(rs[d]));
+    double rank_ms = now_ms() - t0;
+    /* After this every message has landed, on every rank. */
+    if (mpi)
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    stats->job_ms = now_ms() - t0;
+
+    fprintf(out, "  ring, each device sends %.1f MiB to the next one's buffer "
+                 "(IPC handle, orMemcpyAsync):\n",
+            mib(msg_bytes));
+    memset(stats->hops, 0, sizeof stats->hops);
+    for (int d = 0; d < nd; d++) {
+        int g = first + d, next = (g + 1) % G;
+        int kind = all[next].rank == ci->rank   ? HOP_SAME_RANK
+                   : all[next].node == ci->node ? HOP_SAME_NODE
+                                                : HOP_OTHER_NODE;
+        stats->hops[kind]++;
+        float ms = 0.0f;
+        CHECK(orEventElapsedTime(&ms, start[d], end[d]));
+        /* The next device's ordinal on its own rank: its global id less the
+         * first global id of that rank (the entries are in rank order). */
+        int first_of_next = next;
+        while (first_of_next > 0 && all[first_of_next - 1].rank == all[next].rank)
+            first_of_next--;
+        char to[64];
+        snprintf(to, sizeof to, "rank %d device %d", all[next].rank, next - first_of_next);
+        fprintf(out, "    device %d -> %-18s %-10s (global %d -> %d) %9.3f ms\n", d, to,
+                hop_name[kind], g, next, ms);
+        CHECK(orIpcCloseMemHandle(next_inbox[d]));
+    }
+
+    /* What arrived: from the previous device, intact. */
+    unsigned char *got = host_alloc(msg_bytes);
+    int good = 0;
+    for (int d = 0; d < nd; d++) {
+        int prev = (first + d + G - 1) % G;
+        CHECK(orSetDevice(d));
+        CHECK(orMemcpy(got, inbox[d], msg_bytes, orMemcpyDeviceToHost));
+        msg_header h;
+        memcpy(&h, got, sizeof h);
+        if (h.magic != MSG_MAGIC || h.global != prev || h.rank != all[prev].rank)
+            fprintf(out, "  ring FAILED: device %d holds no message from global device %d\n",
+                    d, prev);
+        else if (fnv1a(FNV_OFFSET, got, msg_bytes) != all[prev].checksum)
+            fprintf(out, "  ring FAILED: device %d: the message from global device %d is "
+                         "damaged\n",
+                    d, prev);
+        else
+            good++;
+    }
+    int sent = stats->hops[0] + stats->hops[1] + stats->hops[2];
+    fprintf(out, "  ring, this rank sent %d hop%s (%d same rank, %d same node, %d other node): "
+                 "%.1f MiB in %.3f ms\n",
+            sent, plural(sent), stats->hops[HOP_SAME_RANK], stats->hops[HOP_SAME_NODE],
+            stats->hops[HOP_OTHER_NODE], mib(msg_bytes * (size_t)nd), rank_ms);
+    fprintf(out, "  ring, received %d of %d messages intact\n", good, nd);
+    free(got);
+    for (int d = 0; d < nd; d++) {
+        CHECK(orSetDevice(d));
+        CHECK(orFree(msg[d]));
+        CHECK(orFree(inbox[d]));
+        CHECK(orEventDestroy(start[d]));
+        CHECK(orEventDestroy(end[d]));
+        CHECK(orStreamDestroy(rs[d]));
+    }
+    CHECK(orFreeHost(hdr));
+    free(msg);
+    free(inbox);
+    free(next_inbox);
+    free(rs);
+    free(start);
+    free(end);
+    free(mine);
+    free(all);
+    return good == nd;
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+/* Rank 0 receives every rank's report, in rank order, into one string. */
+static char *gather_reports(const char *mine, size_t len, bool mpi, int rank, int nranks)
+{
+    if (!mpi) {
+        char *all = host_alloc(len + 1);
+        memcpy(all, mine, len + 1);
+        return all;
+    }
+    int my_len = (int)len;
+    int *lens = rank == 0 ? host_alloc(nranks * sizeof *lens) : NULL;
+    int *displs = rank == 0 ? host_alloc(nranks * sizeof *displs) : NULL;
+    CHECK_MPI(MPI_Gather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    size_t total = 0;
+    if (rank == 0)
+        for (int r = 0; r < nranks; r++) {
+            displs[r] = (int)total;
+            total += (size_t)lens[r];
+        }
+    char *all = rank == 0 ? host_alloc(total + 1) : NULL;
+    CHECK_MPI(MPI_Gatherv(mine, my_len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0,
+                          MPI_COMM_WORLD));
+    if (all)
+        all[total] = '\0';
+    free(lens);
+    free(displs);
+    return all;
+}
+
+int main(void)
+{
+    const size_t bytes = (size_t)NX * NY * sizeof(float);
+
+    /* The first runtime call: under mpiexec it starts MPI. */
+    orClusterInfo ci;
+    CHECK(orGetClusterInfo(&ci));
+    int mpi = 0;
+    MPI_Initialized(&mpi);
+
+    char *text = NULL;
+    size_t text_len = 0;
+    out = open_memstream(&text, &text_len);
+    if (!out) {
+        fprintf(stderr, "demo: out of host memory\n");
+        die();
+    }
+    fprintf(out, "rank %d, node %d: %d device%s (global %d-%d)\n", ci.rank, ci.node,
+            ci.deviceCount, plural(ci.deviceCount), ci.firstGlobalDevice,
+            ci.firstGlobalDevice + ci.deviceCount - 1);
+    for (int d = 0; d < ci.deviceCount; d++)
+        print_device(d);
+    if (ci.deviceCount < 2) {
+        fflush(stdout);
+        fprintf(stderr,
+                "demo: rank %d needs 2 devices, has %d (unset OPENREG_DEVICES or set it >= 2)\n",
+                ci.rank, ci.deviceCount);
+        die();
+    }
+
+    pipeline_result res;
+    bool ok = pipeline(ci.rank, &res);
+    ring_stats stats;
+    ok = ring(&ci, mpi, &res, &stats) && ok;
+    CHECK(orSetDevice(1));
+    CHECK(orFree(res.dout1));
+    CHECK(orFreeHost(res.hout));
+
+    if (fclose(out) != 0) {
+        fprintf(stderr, "demo: cannot build the report\n");
+        die();
+    }
+    int my_ok = ok, all_ok = ok, hops[HOP_KINDS];
+    if (mpi) {
+        CHECK_MPI(MPI_Allreduce(&my_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Reduce(stats.hops, hops, HOP_KINDS, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    } else {
+        memcpy(hops, stats.hops, sizeof hops);
+    }
+    char *report = gather_reports(text, text_len, mpi, ci.rank, ci.nranks);
+    free(text);
+    if (ci.rank == 0) {
+        const orDim3 block = {BLOCK, BLOCK, 1};
+        const orDim3 grid = {(NX + BLOCK - 1) / BLOCK, (NY + BLOCK - 1) / BLOCK, 1};
+        printf("OpenReg Cluster demo\n");
+        printf("cluster: %d rank%s, %d node%s, %d devices\n", ci.nranks, plural(ci.nranks),
+               ci.nnodes, plural(ci.nnodes), ci.globalDeviceCount);
+        printf("problem: %d x %d floats (%.1f MiB per array), grid %u x %u blocks of %u x %u\n",
+               NX, NY, mib(bytes), grid.x, grid.y, block.x, block.y);
+        fputs(report, stdout);
+        size_t moved = (size_t)ci.globalDeviceCount * (sizeof(msg_header) + bytes);
+        int nhops = hops[HOP_SAME_RANK] + hops[HOP_SAME_NODE] + hops[HOP_OTHER_NODE];
+        printf("ring: %d devices, %d hop%s (%d same rank, %d same node, %d other node), "
+               "%.1f MiB moved in %.3f ms\n",
+               ci.globalDeviceCount, nhops, plural(nhops), hops[HOP_SAME_RANK],
+               hops[HOP_SAME_NODE], hops[HOP_OTHER_NODE], mib(moved), stats.job_ms);
+        printf(all_ok ? "result: OK\n" : "result: FAILED (see the lines marked FAILED)\n");
+        if (fflush(stdout) != 0)
+            all_ok = 0;
+    }
+    free(report);
+    return all_ok ? 0 : 1;
 }

@@ -1,0 +1,585 @@
+/*
+ * orrun.c - launch an OpenReg Cluster job on this host.
+ *
+ * Usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]
+ *              [--profile NAME] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]
+ *
+ * Sets the runtime's variables for every rank (OPENREG_DEVICES,
+ * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE for the
+ * options given, MPIR_CVAR_DEFAULT_THREAD_LEVEL unless set) and execs
+ * 'mpiexec -n RANKS PROGRAM ARGS...'. Values are checked with the runtime's
+ * own table and parser, so orrun accepts exactly what the runtime accepts.
+ * --dry-run prints the plan instead: virtual nodes, and each device's cores
+ * and NUMA node as the runtime's placement will choose them. docs/orrun.md
+ * has sample output.
+ *
+ * Exit status: mpiexec's; 0 after --dry-run or --help; 1 if the dry run
+ * cannot plan (the environment holds a value the runtime refuses, or hwloc
+ * fails); 2 on a bad command line; 126 if mpiexec cannot be run; 127 if it
+ * is not found.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* As many ranks as the runtime accepts on one host (MPI_LOCALNRANKS). */
+static const or_param ranks_param = {"-n", OR_PARAM_INT, NULL, "an integer from 1 to 4096",
+                                     "number of ranks", 1, 4096, NULL, 0};
+
+static const char *const thread_level_var = "MPIR_CVAR_DEFAULT_THREAD_LEVEL";
+static const char *const thread_level = "MPI_THREAD_MULTIPLE";
+
+/* An entry of the runtime's table; orrun and the runtime must agree on it. */
+static const or_param *param(const char *name)
+{
+    size_t n;
+    const or_param *p = or_config_params(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p[i].name, name) == 0)
+            return &p[i];
+    fprintf(stderr, "orrun: the runtime has no variable %s\n", name);
+    exit(1);
+}
+
+/* ---- command line --------------------------------------------------------- */
+
+/* A variable orrun sets from an option. */
+typedef struct {
+    const char *option; /* "-d", "--bind", ... */
+    const char *var;    /* OPENREG_... */
+    const char *text;   /* the option's value as given, NULL if not given */
+    long long value;    /* parsed */
+    char exported[32];  /* what the ranks get: canonical spelling */
+} setting;
+
+enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, NSETTINGS };
+
+typedef struct {
+    const char *ranks_text;
+    long long ranks;
+    setting s[NSETTINGS];
+    bool dry_run;
+    char **program; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
+} options;
+
+static void usage(FILE *f)
+{
+    const or_param *dev = param("OPENREG_DEVICES"), *bind = param("OPENREG_BIND"),
+                   *prof = param("OPENREG_DEVICE_PROFILE");
+    fprintf(f,
+            "usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]\n"
+            "             [--profile NAME] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]\n"
+            "\n"
+            "Runs PROGRAM as an OpenReg Cluster job of RANKS MPI ranks on this host: sets\n"
+            "the runtime's variables below for every rank, then execs\n"
+            "'mpiexec -n RANKS PROGRAM ARGS...'.\n"
+            "\n"
+            "  -n RANKS            number of ranks:\n"
+            "                      %s\n"
+            "  -d DEVICES          devices per rank (OPENREG_DEVICES):\n"
+            "                      %s\n"
+            "  --ranks-per-node K  ranks per virtual node (OPENREG_RANKS_PER_NODE):\n"
+            "                      an integer from 1 to RANKS; rank r is on node r/K\n"
+            "                      (default: the ranks of this host are one node)\n"
+            "  --bind MODE         binding of device threads and memory (OPENREG_BIND):\n"
+            "                      %s\n"
+            "  --profile NAME      device model (OPENREG_DEVICE_PROFILE):\n"
+            "                      %s\n"
+            "  --dry-run           print the plan (virtual nodes, each device's cores and\n"
+            "                      NUMA node) and the mpiexec command; launch nothing\n"
+            "  -h, --help          print this help\n"
+            "\n"
+            "A variable whose option is not given keeps the environment's value (or the\n"
+            "runtime's default). %s is set to %s\n"
+            "unless already set, so programs calling plain MPI_Init work with the runtime.\n"
+            "ORRUN_MPIEXEC names the mpiexec to run (default: mpiexec on PATH).\n"
+            "\n"
+            "Exit status: mpiexec's; 2 on a bad command line, 127 if mpiexec is not found,\n"
+            "126 if it cannot be run.\n",
+            ranks_param.accepted, dev->accepted, bind->accepted, prof->accepted,
+            thread_level_var, thread_level);
+}
+
+__attribute__((format(printf, 1, 2), noreturn)) static void bad_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "orrun: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n\n");
+    va_end(ap);
+    usage(stderr);
+    exit(2);
+}
+
+/* The value of the option at argv[*i]: "--opt=value", or the next word. */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *arg = argv[*i];
+    size_t len = strlen(name);
+    if (strncmp(arg, name, len) == 0 && arg[len] == '=')
+        return arg + len + 1;
+    if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0)
+        bad_usage("%s needs a value", name);
+    return argv[++*i];
+}
+
+/* Long options also come as "--opt=value". */
+static bool is_option(const char *arg, const char *name)
+{
+    size_t len = strlen(name);
+    return strncmp(arg, name, len) == 0 &&
+           (arg[len] == '\0' || (name[1] == '-' && arg[len] == '='));
+}
+
+static void parse_setting(setting *s, const or_param *p, const char *accepted)
+{
+    if (or_param_parse(p, s->text, &s->value))
+        bad_usage("%s '%s' is not valid: expected %s", s->option, s->text, accepted);
+    if (p->kind == OR_PARAM_CHOICE)
+        snprintf(s->exported, sizeof s->exported, "%s", p->choices[s->value]);
+    else
+        snprintf(s->exported, sizeof s->exported, "%lld", s->value);
+}
+
+static void parse_args(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->s[S_DEVICES] = (setting){"-d", "OPENREG_DEVICES", NULL, 0, ""};
+    o->s[S_RANKS_PER_NODE] = (setting){"--ranks-per-node", "OPENREG_RANKS_PER_NODE", NULL, 0, ""};
+    o->s[S_BIND] = (setting){"--bind", "OPENREG_BIND", NULL, 0, ""};
+    o->s[S_PROFILE] = (setting){"--profile", "OPENREG_DEVICE_PROFILE", NULL, 0, ""};
+
+    int i = 1;
+    bool dashdash = false;
+    for (; i < argc; i++) {
+        const char *arg = argv[i];
+        setting *s = NULL;
+        if (strcmp(arg, "--") == 0) {
+            dashdash = true;
+            i++;
+            break;
+        } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage(stdout);
+            exit(fflush(stdout) == 0 ? 0 : 1);
+        } else if (strcmp(arg, "--dry-run") == 0) {
+            o->dry_run = true;
+        } else if (strcmp(arg, "-n") == 0) {
+            o->ranks_text = option_value(argc, argv, &i, "-n");
+        } else if (strcmp(arg, "-d") == 0) {
+            s = &o->s[S_DEVICES];
+        } else if (is_option(arg, "--ranks-per-node")) {
+            s = &o->s[S_RANKS_PER_NODE];
+        } else if (is_option(arg, "--bind")) {
+            s = &o->s[S_BIND];
+        } else if (is_option(arg, "--profile")) {
+            s = &o->s[S_PROFILE];
+        } else if (arg[0] == '-') {
+            bad_usage("unknown option '%s'", arg);
+        } else {
+            bad_usage("no '--' before '%s': the program and its arguments go after '--'", arg);
+        }
+        if (s)
+            s->text = option_value(argc, argv, &i, s->option);
+    }
+    if (!dashdash)
+        bad_usage("no '--' before the program");
+    if (i == argc)
+        bad_usage("no program after '--'");
+    o->program = argv + i;
+
+    if (!o->ranks_text)
+        bad_usage("-n RANKS is required");
+    if (or_param_parse(&ranks_param, o->ranks_text, &o->ranks))
+        bad_usage("-n '%s' is not valid: expected %s", o->ranks_text, ranks_param.accepted);
+    for (int k = 0; k < NSETTINGS; k++) {
+        setting *s = &o->s[k];
+        if (!s->text)
+            continue;
+        const or_param *p = param(s->var);
+        if (k == S_RANKS_PER_NODE) {
+            /* The runtime takes 0 (one node per host) and any K; a launcher that
+             * names K means nodes of K of its own ranks. */
+            char accepted[64];
+            snprintf(accepted, sizeof accepted, "an integer from 1 to RANKS (%lld)", o->ranks);
+            parse_setting(s, p, accepted);
+            if (s->value < 1 || s->value > o->ranks)
+                bad_usage("%s '%s' is not valid: expected %s", s->option, s->text, accepted);
+        } else {
+            parse_setting(s, p, p->accepted);
+        }
+    }
+    /* The table and the profile list are separate: both must know the name. */
+    if (o->s[S_PROFILE].text && !or_profile_find(o->s[S_PROFILE].exported))
+        bad_usage("--profile '%s' is not valid: expected %s", o->s[S_PROFILE].text,
+                  param("OPENREG_DEVICE_PROFILE")->accepted);
+}
+
+/* ---- mpiexec -------------------------------------------------------------- */
+
+static bool executable_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Resolve name as execvp would: a name with a slash as is, else along PATH.
+ * Returns a malloc'd path, or NULL. */
+static char *find_program(const char *name)
+{
+    if (strchr(name, '/')) {
+        if (!executable_file(name))
+            return NULL;
+        char *copy = strdup(name);
+        if (!copy) {
+            fprintf(stderr, "orrun: out of memory\n");
+            exit(1);
+        }
+        return copy;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *dir = path;; dir++) {
+        size_t len = strcspn(dir, ":");
+        /* An empty PATH entry is the current directory. */
+        size_t need = (len ? len : 1) + 1 + strlen(name) + 1;
+        char *full = malloc(need);
+        if (!full) {
+            fprintf(stderr, "orrun: out of memory\n");
+            exit(1);
+        }
+        snprintf(full, need, "%.*s/%s", len ? (int)len : 1, len ? dir : ".", name);
+        if (executable_file(full))
+            return full;
+        free(full);
+        dir += len;
+        if (!*dir)
+            return NULL;
+    }
+}
+
+static const char *mpiexec_name(void)
+{
+    const char *name = getenv("ORRUN_MPIEXEC");
+    return name && *name ? name : "mpiexec";
+}
+
+/* A word as a shell would need it, so the printed command can be pasted. */
+static void print_word(const char *w)
+{
+    bool plain = *w != '\0';
+    for (const char *c = w; *c && plain; c++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-",
+                       *c) != NULL;
+    if (plain) {
+        fputs(w, stdout);
+        return;
+    }
+    putchar('\'');
+    for (const char *c = w; *c; c++)
+        if (*c == '\'')
+            fputs("'\\''", stdout);
+        else
+            putchar(*c);
+    putchar('\'');
+}
+
+/* ---- the dry run ------------------------------------------------------------ */
+
+static const char *plural(long long n) { return n == 1 ? "" : "s"; }
+
+/* An effective value: the option's, else the environment's, else the
+ * runtime's default; source says which, for the plan. */
+typedef struct {
+    long long value;
+    char source[96];
+} effective;
+
+static int effective_value(const setting *s, effective *e)
+{
+    const or_param *p = param(s->var);
+    if (s->text) {
+        e->value = s->value;
+        snprintf(e->source, sizeof e->source, "%s %s", s->option, s->exported);
+        return 0;
+    }
+    const char *env = getenv(s->var);
+    const char *text = env ? env : p->default_value;
+    if (or_param_parse(p, text, &e->value))
+        return -1; /* reported by check_environment */
+    if (env)
+        snprintf(e->source, sizeof e->source, "%s=%s from the environment", s->var, env);
+    else
+        snprintf(e->source, sizeof e->source, "default");
+    return 0;
+}
+
+/* The runtime refuses to start on any bad value in its table; a plan made
+ * despite one would describe a job that cannot run. */
+static int check_environment(const options *o)
+{
+    size_t n;
+    const or_param *p = or_config_params(&n);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool overridden = false;
+        for (int k = 0; k < NSETTINGS; k++)
+            overridden |= o->s[k].text && strcmp(o->s[k].var, p[i].name) == 0;
+        const char *env = getenv(p[i].name);
+        long long v;
+        if (overridden || !env || or_param_parse(&p[i], env, &v) == 0)
+            continue;
+        fprintf(stderr,
+                "orrun: %s='%s' in the environment is not valid: expected %s; the runtime "
+                "would not start\n",
+                p[i].name, env, p[i].accepted);
+        rc = -1;
+    }
+    return rc;
+}
+
+static const char *bind_meaning(long long mode)
+{
+    switch ((or_bind_mode)mode) {
+    case OR_BIND_CORE:
+        return "each compute thread on one core of its device, memory on its NUMA node";
+    case OR_BIND_NUMA: return "compute threads and memory on the device's NUMA node";
+    case OR_BIND_NONE: return "threads and memory left where the OS puts them";
+    }
+    return "unknown";
+}
+
+static int count_inside(hwloc_topology_t t, hwloc_const_cpuset_t set, hwloc_obj_type_t type)
+{
+    int n = hwloc_get_nbobjs_inside_cpuset_by_type(t, set, type);
+    return n > 0 ? n : 0;
+}
+
+static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_path)
+{
+    if (check_environment(o))
+        return 1;
+    effective devices, rpn, bind, profile;
+    if (effective_value(&o->s[S_DEVICES], &devices) ||
+        effective_value(&o->s[S_RANKS_PER_NODE], &rpn) ||
+        effective_value(&o->s[S_BIND], &bind) || effective_value(&o->s[S_PROFILE], &profile))
+        return 1;
+    const or_device_profile *prof = or_profiles()[profile.value];
+
+    hwloc_topology_t topo = or_placement_topology();
+    if (!topo) {
+        fprintf(stderr, "orrun: cannot load the host topology (hwloc)\n");
+        return 1;
+    }
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topo);
+    bool this_host = hwloc_topology_is_thissystem(topo);
+    /* The ranks inherit this process's binding; the runtime then splits only
+     * those cores, among each rank's own devices (or_placement_compute). */
+    hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+    if (!mine) {
+        fprintf(stderr, "orrun: out of memory\n");
+        return 1;
+    }
+    bool bound = this_host && hwloc_get_cpubind(topo, mine, HWLOC_CPUBIND_PROCESS) == 0 &&
+                 !hwloc_bitmap_iszero(mine) && !hwloc_bitmap_isincluded(allowed, mine);
+
+    long long ranks = o->ranks, nd = devices.value, k = rpn.value;
+    long long nnodes = k > 0 ? (ranks + k - 1) / k : 1;
+    printf("orrun: dry run, nothing is launched\n");
+    printf("ranks:     %lld on this host\n", ranks);
+    if (k > 0) {
+        printf("nodes:     %lld virtual node%s", nnodes, plural(nnodes));
+        if (nnodes == 1)
+            printf(" of %s%lld rank%s", ranks > 1 ? "all " : "", ranks, plural(ranks));
+        else if (ranks % k == 0)
+            printf(" of %lld rank%s", k, plural(k));
+        else
+            printf(" of %lld ranks, the last of %lld", k, ranks % k);
+        if (nnodes == 1)
+            printf(" (%s)\n", rpn.source);
+        else if (k == 1)
+            printf(" (%s): each rank is a node\n", rpn.source);
+        else
+            printf(" (%s): rank r is on node r/%lld\n", rpn.source, k);
+    } else {
+        printf("nodes:     1 (%s: the ranks of this host are one node)\n", rpn.source);
+    }
+    printf("devices:   %lld per rank (%s), %lld in total\n", nd, devices.source, nd * ranks);
+    printf("profile:   %s (%s): %s\n", prof->name, profile.source, prof->description);
+    printf("bind:      %s (%s): %s\n", param("OPENREG_BIND")->choices[bind.value], bind.source,
+           bind_meaning(bind.value));
+
+    const char *synthetic = getenv("HWLOC_SYNTHETIC"), *xml = getenv("HWLOC_XMLFILE");
+    int ncores = count_inside(topo, allowed, HWLOC_OBJ_CORE);
+    const char *unit = "core";
+    if (ncores == 0) { /* some virtual machines expose PUs only */
+        ncores = count_inside(topo, allowed, HWLOC_OBJ_PU);
+        unit = "cpu";
+    }
+    int nnuma = count_inside(topo, allowed, HWLOC_OBJ_NUMANODE);
+    if (!this_host && synthetic)
+        printf("topology:  HWLOC_SYNTHETIC=\"%s\"", synthetic);
+    else if (!this_host && xml)
+        printf("topology:  HWLOC_XMLFILE=%s", xml);
+    else if (!this_host)
+        printf("topology:  not this host's");
+    else
+        printf("topology:  this host");
+    printf(", %d %s%s, %d NUMA node%s\n", ncores, unit, plural(ncores), nnuma, plural(nnuma));
+    if (!this_host)
+        printf("           (not this host: devices are placed on it, compute threads stay "
+               "unbound)\n");
+
+    char list[256];
+    if (bound) {
+        hwloc_bitmap_list_snprintf(list, sizeof list, mine);
+        printf("placement: this process is bound to cpus %s, which every rank inherits: each "
+               "rank splits them among its own %lld device%s\n",
+               list, nd, plural(nd));
+    } else {
+        printf("placement: the %lld rank%s share the %d %s%s: %lld device slot%s\n", ranks,
+               plural(ranks), ncores, unit, plural(ncores), ranks * nd, plural(ranks * nd));
+    }
+
+    or_placement *places = calloc((size_t)nd, sizeof *places);
+    if (!places) {
+        fprintf(stderr, "orrun: out of memory\n");
+        hwloc_bitmap_free(mine);
+        return 1;
+    }
+    int rc = 0;
+    for (long long r = 0; r < ranks && rc == 0; r++) {
+        int planned = bound ? or_placement_plan(topo, mine, 0, 1, (int)nd, places)
+                            : or_placement_plan(topo, allowed, (int)r, (int)ranks, (int)nd, places);
+        if (planned) {
+            fprintf(stderr, "orrun: the topology has no cores to place devices on\n");
+            rc = 1;
+            break;
+        }
+        printf("rank %lld (node %lld):\n", r, k > 0 ? r / k : 0);
+        for (long long d = 0; d < nd; d++) {
+            const or_placement *p = &places[d];
+            printf("  device %lld (global %lld): cpus %s, ", d, r * nd + d, p->cpulist);
+            if (p->numa_node >= 0)
+                printf("NUMA node %d", p->numa_node);
+            else
+                printf("NUMA node unknown");
+            if (bind.value == OR_BIND_NUMA) {
+                hwloc_bitmap_list_snprintf(list, sizeof list, p->numa_cpuset);
+                printf(", threads on cpus %s", list);
+            }
+            printf("\n");
+            or_placement_release(&places[d]);
+        }
+    }
+    free(places);
+    hwloc_bitmap_free(mine);
+    or_placement_fini();
+    if (rc)
+        return rc;
+
+    printf("environment of every rank, set by orrun:\n");
+    for (int s = 0; s < NSETTINGS; s++)
+        if (o->s[s].text)
+            printf("  %s=%s\n", o->s[s].var, o->s[s].exported);
+    const char *level = getenv(thread_level_var);
+    if (level)
+        printf("  %s=%s (already set, kept)\n", thread_level_var, level);
+    else
+        printf("  %s=%s\n", thread_level_var, thread_level);
+    printf("command:\n  ");
+    print_word(mpiexec_path ? mpiexec_path : mpiexec);
+    printf(" -n %lld", ranks);
+    for (char **a = o->program; *a; a++) {
+        putchar(' ');
+        print_word(*a);
+    }
+    printf("\n");
+    if (!mpiexec_path)
+        printf("  (%s is not found: the launch would fail)\n", mpiexec);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "orrun: cannot write the output: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+/* Only a level below MULTIPLE is worth a word: the runtime refuses it. */
+static void warn_thread_level(void)
+{
+    const char *level = getenv(thread_level_var);
+    if (level && !strcasestr(level, "MULTIPLE"))
+        fprintf(stderr,
+                "orrun: warning: %s=%s is kept; a program calling plain MPI_Init will get "
+                "orErrorInitialization from the runtime (it needs %s)\n",
+                thread_level_var, level, thread_level);
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    parse_args(argc, argv, &o);
+    warn_thread_level();
+
+    const char *mpiexec = mpiexec_name();
+    char *path = find_program(mpiexec);
+    if (o.dry_run) {
+        int rc = dry_run(&o, mpiexec, path);
+        free(path);
+        return rc;
+    }
+    if (!path) {
+        if (getenv("ORRUN_MPIEXEC") && *getenv("ORRUN_MPIEXEC"))
+            fprintf(stderr, "orrun: ORRUN_MPIEXEC=%s: no such executable\n", mpiexec);
+        else
+            fprintf(stderr, "orrun: mpiexec not found on PATH (install MPICH, or set "
+                            "ORRUN_MPIEXEC to its path)\n");
+        return 127;
+    }
+
+    for (int k = 0; k < NSETTINGS; k++)
+        if (o.s[k].text && setenv(o.s[k].var, o.s[k].exported, 1) != 0) {
+            fprintf(stderr, "orrun: cannot set %s: %s\n", o.s[k].var, strerror(errno));
+            return 1;
+        }
+    if (setenv(thread_level_var, thread_level, 0) != 0) {
+        fprintf(stderr, "orrun: cannot set %s: %s\n", thread_level_var, strerror(errno));
+        return 1;
+    }
+
+    /* mpiexec -n RANKS PROGRAM ARGS...: the program's words pass unchanged. */
+    int nprog = 0;
+    while (o.program[nprog])
+        nprog++;
+    char **args = calloc((size_t)nprog + 4, sizeof *args);
+    char ranks[24];
+    if (!args) {
+        fprintf(stderr, "orrun: out of memory\n");
+        return 1;
+    }
+    snprintf(ranks, sizeof ranks, "%lld", o.ranks);
+    args[0] = (char *)mpiexec;
+    args[1] = "-n";
+    args[2] = ranks;
+    memcpy(args + 3, o.program, (size_t)nprog * sizeof *args);
+    args[nprog + 3] = NULL;
+    fflush(NULL);
+    execv(path, args);
+    /* Only reached when the exec failed. */
+    int err = errno;
+    fprintf(stderr, "orrun: cannot run %s: %s\n", path, strerror(err));
+    free(args);
+    free(path);
+    return err == ENOENT ? 127 : 126;
+}

@@ -1,0 +1,257 @@
+#!/bin/sh
+# orrun_smoke.sh - end-to-end checks of launch/orrun: the dry-run plan on a
+# synthetic topology, what it passes to mpiexec (arguments and environment,
+# through a stand-in mpiexec), real multi-rank runs, and the exit status of
+# bad command lines and of a missing mpiexec.
+#
+# 'make check' runs it from the build directory. ORRUN names the program
+# (default ./launch/orrun); the multi-rank programs are taken from the build
+# directory (./tests/mpi/ring, ./tests/mpi/thread_level, ./examples/demo).
+# The last line reads
+#   orrun smoke: P passed, F failed
+# and the exit status is 1 when F > 0.
+set -e
+
+ORRUN=${ORRUN:-./launch/orrun}
+
+if [ ! -x "$ORRUN" ]; then
+    echo "orrun_smoke.sh: no program at $ORRUN (build it, or set ORRUN)" >&2
+    echo "orrun smoke: 0 passed, 1 failed"
+    exit 1
+fi
+
+# The documented defaults and the real host, whatever the caller's shell holds.
+for var in $(env | sed -n 's/^\(OPENREG_[A-Za-z0-9_]*\)=.*/\1/p'); do
+    unset "$var"
+done
+unset HWLOC_SYNTHETIC HWLOC_XMLFILE MPIR_CVAR_DEFAULT_THREAD_LEVEL ORRUN_MPIEXEC
+# As in orinfo_smoke.sh: hwloc's PCI plugin outlives its unloading, which
+# LeakSanitizer builds would report; placement needs no PCI devices.
+HWLOC_PLUGINS_BLACKLIST=hwloc_pci
+export HWLOC_PLUGINS_BLACKLIST
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrun_smoke.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# A hung MPI start must fail the test, not the whole 'make check'.
+limit=
+if command -v timeout >/dev/null 2>&1; then
+    limit="timeout 120"
+fi
+
+passed=0
+failed=0
+skipped=0
+
+# run CMD...: stdout in $tmp/out, stderr in $tmp/err, exit status in $rc.
+run() {
+    rc=0
+    $limit "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+}
+
+ok() {
+    passed=$((passed + 1))
+    echo "PASS: $1"
+}
+
+# On failure the log shows what the program printed.
+bad() {
+    failed=$((failed + 1))
+    echo "FAIL: $1 (exit status $rc)"
+    echo "  --- stdout"
+    sed 's/^/  | /' "$tmp/out"
+    echo "  --- stderr"
+    sed 's/^/  | /' "$tmp/err"
+}
+
+skip() {
+    skipped=$((skipped + 1))
+    echo "SKIP: $1"
+}
+
+# expect NAME CMD...: CMD's success is the check's result.
+expect() {
+    name=$1
+    shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+
+has() { grep -Eq -- "$1" "$tmp/out"; }
+has_err() { grep -Eq -- "$1" "$tmp/err"; }
+status_is() { [ "$rc" -eq "$1" ]; }
+# status_and N CMD...: the exit status was N and CMD succeeds.
+status_and() {
+    status=$1
+    shift
+    [ "$rc" -eq "$status" ] && "$@"
+}
+# has_all PATTERN...: every pattern matches a line of the output.
+has_all() {
+    for pattern in "$@"; do
+        has "$pattern" || return 1
+    done
+}
+
+# A stand-in mpiexec: records its arguments, one per line, and the
+# environment it was given, and exits with $FAKE_STATUS.
+fake=$tmp/fake-mpiexec
+cat >"$fake" <<EOF
+#!/bin/sh
+printf '%s\n' "\$@" >"$tmp/args"
+env >"$tmp/env"
+exit \${FAKE_STATUS:-0}
+EOF
+chmod +x "$fake"
+
+arg_list() { tr '\n' '|' <"$tmp/args"; }
+env_has() { grep -qx -- "$1" "$tmp/env"; }
+env_lacks() { ! grep -q -- "^$1=" "$tmp/env"; }
+
+# --- the dry run ---------------------------------------------------------------
+
+# 2 packages x 2 NUMA nodes x 2 cores, 4 ranks of 2 devices: one core each.
+run env HWLOC_SYNTHETIC="pack:2 numa:2 core:2 pu:1" ORRUN_MPIEXEC="$fake" \
+    "$ORRUN" -n 4 -d 2 --ranks-per-node 2 --dry-run -- ./tests/mpi/ring
+expect "dry run exits 0" status_is 0
+expect "dry run launches nothing" [ ! -e "$tmp/args" ]
+expect "dry run: 4 ranks, 2 nodes, 8 devices" \
+    has_all '^ranks: +4 on this host$' '^nodes: +2 virtual nodes of 2 ranks' \
+    '^devices: +2 per rank \(-d 2\), 8 in total$'
+# "rank device cpus numa" for every device line, under its rank header.
+awk '/^rank [0-9]+ \(node [0-9]+\):$/ { r = $2; n = $4; sub(/\):/, "", n); print "rank", r, "node", n }
+     /^  device / { d = $2; c = $6; sub(/,/, "", c); print r, d, c, $9 }' \
+    "$tmp/out" >"$tmp/plan"
+nodes=$(sed -n 's/^rank \([0-9]*\) node \([0-9]*\)$/\2/p' "$tmp/plan" | tr '\n' ' ')
+expect "dry run: ranks 0-3 on nodes 0 0 1 1" [ "$nodes" = "0 0 1 1 " ]
+expect "dry run: rank 0 devices on cpus 0 and 1, NUMA node 0" \
+    grep -qx '0 0 0 0' "$tmp/plan"
+expect "dry run: rank 0 device 1 on cpu 1" grep -qx '0 1 1 0' "$tmp/plan"
+expect "dry run: rank 3 devices on cpus 6 and 7, NUMA node 3" \
+    grep -qx '3 0 6 3' "$tmp/plan"
+expect "dry run: rank 3 device 1 on cpu 7" grep -qx '3 1 7 3' "$tmp/plan"
+own_cores() {
+    [ "$(grep -c '^[0-9]' "$tmp/plan")" -eq 8 ] &&
+        [ "$(grep '^[0-9]' "$tmp/plan" | cut -d' ' -f3 | sort -u | wc -l)" -eq 8 ]
+}
+expect "dry run: 8 devices, each on a core of its own" own_cores
+expect "dry run: the environment it would set" \
+    has_all '^  OPENREG_DEVICES=2$' '^  OPENREG_RANKS_PER_NODE=2$' \
+    '^  MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_MULTIPLE$'
+expect "dry run: the mpiexec command line" has "^  $fake -n 4 \./tests/mpi/ring\$"
+
+run env OPENREG_DEVICES=abc "$ORRUN" -n 2 --dry-run -- prog
+expect "dry run with OPENREG_DEVICES=abc in the environment exits 1 naming it" \
+    status_and 1 has_err "OPENREG_DEVICES='abc'"
+
+# --- what reaches mpiexec --------------------------------------------------------
+
+run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 3 -d 4 --ranks-per-node 3 --bind numa \
+    --profile a100 -- prog 'a b' --dry-run -n 9
+expect "launch exits with mpiexec's status (0)" status_is 0
+expect "mpiexec gets -n 3, then the program and its arguments unchanged" \
+    [ "$(arg_list)" = "-n|3|prog|a b|--dry-run|-n|9|" ]
+options_set() {
+    env_has OPENREG_DEVICES=4 && env_has OPENREG_RANKS_PER_NODE=3 &&
+        env_has OPENREG_BIND=numa && env_has OPENREG_DEVICE_PROFILE=a100
+}
+expect "every option becomes its variable" options_set
+expect "the thread level is raised for plain MPI_Init" \
+    env_has MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_MULTIPLE
+
+run env ORRUN_MPIEXEC="$fake" OPENREG_BIND=none OPENREG_DEVICES=3 \
+    MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_MULTIPLE "$ORRUN" -n 2 --bind core -- prog
+user_values_kept() {
+    env_has OPENREG_BIND=core && env_has OPENREG_DEVICES=3 &&
+        env_lacks OPENREG_RANKS_PER_NODE && env_lacks OPENREG_DEVICE_PROFILE
+}
+expect "an option overrides the environment, the others keep it" \
+    status_and 0 user_values_kept
+
+run env ORRUN_MPIEXEC="$fake" MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_FUNNELED \
+    "$ORRUN" -n 1 -- prog
+level_kept() {
+    env_has MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_FUNNELED &&
+        has_err 'warning: MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_FUNNELED'
+}
+expect "a thread level already set is kept, with a warning" status_and 0 level_kept
+
+run env ORRUN_MPIEXEC="$fake" FAKE_STATUS=3 "$ORRUN" -n 1 -- prog
+expect "launch exits with mpiexec's status (3)" status_is 3
+
+# --- real runs -----------------------------------------------------------------------
+
+if command -v mpiexec >/dev/null 2>&1; then
+    if [ -x ./tests/mpi/ring ]; then
+        # 2 ranks as 2 virtual nodes: the ring crosses nodes through MPI.
+        run "$ORRUN" -n 2 -d 2 --ranks-per-node 1 -- ./tests/mpi/ring
+        expect "orrun -n 2 -d 2 --ranks-per-node 1 -- ring passes" \
+            status_and 0 has '^ring of 4 devices on 2 ranks, 2 nodes: ok$'
+    else
+        skip "ring run (no ./tests/mpi/ring: 'make check' builds it)"
+    fi
+    if [ -x ./tests/mpi/thread_level ]; then
+        run "$ORRUN" -n 2 -- ./tests/mpi/thread_level --expect-success
+        expect "plain MPI_Init under orrun gets MPI_THREAD_MULTIPLE" status_is 0
+    else
+        skip "thread level run (no ./tests/mpi/thread_level: 'make check' builds it)"
+    fi
+    if [ -x ./examples/demo ]; then
+        run "$ORRUN" -n 2 -d 2 --ranks-per-node 1 -- ./examples/demo
+        expect "the quick start's demo run passes" \
+            status_and 0 has_all '^result: OK$' '2 ranks, 2 nodes, 4 devices' \
+            'other node'
+    else
+        skip "demo run (no ./examples/demo)"
+    fi
+else
+    skip "real runs (no mpiexec)"
+fi
+
+# --- bad command lines ------------------------------------------------------------------
+
+# bad NAME PATTERN ARGS...: exit 2, nothing on stdout, a usage on stderr whose
+# first line matches PATTERN.
+usage_error() {
+    pattern=$1
+    [ "$rc" -eq 2 ] && [ ! -s "$tmp/out" ] && grep -q '^usage: orrun' "$tmp/err" &&
+        head -n 1 "$tmp/err" | grep -Eq -- "$pattern"
+}
+bad_args() {
+    name=$1
+    pattern=$2
+    shift 2
+    run env ORRUN_MPIEXEC="$fake" "$ORRUN" "$@"
+    expect "$name exits 2 with usage naming the problem" usage_error "$pattern"
+}
+rm -f "$tmp/args"
+bad_args "no --" "no '--' before 'prog'" -n 2 prog
+bad_args "no program" "no program after '--'" -n 2 --
+bad_args "no -n" "-n RANKS is required" -- prog
+bad_args "-n 0" "-n '0' is not valid: expected an integer from 1 to 4096" -n 0 -- prog
+bad_args "-n abc" "-n 'abc' is not valid: expected an integer from 1 to 4096" -n abc -- prog
+bad_args "-n 4097" "-n '4097' is not valid" -n 4097 -- prog
+bad_args "-d 300" "-d '300' is not valid: expected an integer from 1 to 256" \
+    -n 2 -d 300 -- prog
+bad_args "--bind socket" "--bind 'socket' is not valid: expected core, numa or none" \
+    -n 2 --bind socket -- prog
+bad_args "--profile tpu" "--profile 'tpu' is not valid: expected cpu, v100, a100 or h100" \
+    -n 2 --profile tpu -- prog
+bad_args "--ranks-per-node 0" \
+    "--ranks-per-node '0' is not valid: expected an integer from 1 to RANKS \(2\)" \
+    -n 2 --ranks-per-node 0 -- prog
+bad_args "--ranks-per-node 3 of 2 ranks" "--ranks-per-node '3' is not valid" \
+    -n 2 --ranks-per-node 3 -- prog
+bad_args "unknown option" "unknown option '--frobnicate'" -n 2 --frobnicate -- prog
+bad_args "-d without a value" "-d needs a value" -n 2 -d -- prog
+expect "no bad command line reached mpiexec" [ ! -e "$tmp/args" ]
+
+run env ORRUN_MPIEXEC=/nonexistent "$ORRUN" -n 2 -- prog
+expect "ORRUN_MPIEXEC=/nonexistent exits 127 naming it" \
+    status_and 127 has_err '/nonexistent'
+
+run "$ORRUN" --help
+expect "--help exits 0 with usage on stdout" status_and 0 has '^usage: orrun'
+
+[ "$skipped" -eq 0 ] || echo "($skipped skipped)"
+echo "orrun smoke: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

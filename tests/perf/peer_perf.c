@@ -1,0 +1,532 @@
+/*
+ * peer_perf.c - bandwidth of device-to-device copies within a rank, between
+ * ranks of one virtual node, and between virtual nodes, next to memcpy and
+ * MPI measured in the same run.
+ *
+ * Runs under mpiexec with exactly 2 ranks. Rank 0 does all the copying; for
+ * its copies rank 1 only waits in a barrier (its proxy thread serves the
+ * copies into another node). Columns, per size:
+ *   memcpy      memcpy between two malloc'd buffers of rank 0;
+ *   MPI         MPI_Send on rank 0 / MPI_Recv on rank 1 of the same bytes,
+ *               between ordinary malloc'd buffers, over MPI_COMM_WORLD;
+ *   same rank   orMemcpyPeer, rank 0's device 0 -> rank 0's device 1;
+ *   same node / other node
+ *               orMemcpy, rank 0's device 0 -> rank 1's device 0, opened on
+ *               rank 0 from an IPC handle. Which of the two a run measures is
+ *               decided by the runtime at start-up: both ranks on one virtual
+ *               node (the default on one host) share device memory, so the
+ *               copy is one memmove; with OPENREG_RANKS_PER_NODE=1 each rank is
+ *               its own node and the proxies move the bytes over MPI.
+ * Every runtime copy is synchronous (the bytes are in place when it returns),
+ * and so is the MPI column: a repetition ends when rank 1 acknowledges the
+ * last message. Ratios: runtime GB/s over memcpy's and over MPI's.
+ *
+ * Bandwidth is the best of several repetitions, each timing enough copies to
+ * move 32 MiB and last at least 10 ms, after an untimed warm-up round that
+ * also calibrates the copies per repetition. GB/s = 1e9 B/s.
+ *
+ * Usage: mpiexec -n 2 peer_perf [-s max_size] [-r repetitions] [-h]
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "openreg.h"
+
+#define KiB ((size_t)1024)
+#define MiB (KiB * KiB)
+
+/* As runtime_perf: long enough repetitions that one preemption on a busy
+ * 2-core machine does not decide the result. */
+#define BYTES_PER_REP (32 * MiB)
+#define MIN_REP_SECONDS 0.01
+#define MAX_COPIES_PER_REP (1 << 20)
+
+#define TAG_DATA 1
+#define TAG_ACK 2
+#define TAG_INFO 3
+
+/* The target this benchmark reports on: same-node copies at 64 MiB. */
+#define TARGET_SIZE (64 * MiB)
+#define TARGET_VS_MEMCPY 0.8
+#define TARGET_VS_MPI 2.0
+
+static int my_rank;
+
+/* Abort the whole job on failure, so that the other rank does not wait
+ * forever in a barrier for a rank that has gone. */
+static void die(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define CHECK(call)                                                                    \
+    do {                                                                               \
+        orError_t check_err_ = (call);                                                 \
+        if (check_err_ != orSuccess) {                                                 \
+            fflush(stdout);                                                            \
+            fprintf(stderr, "peer_perf: rank %d: %s:%d: %s failed: %s (%s)\n", my_rank, \
+                    __FILE__, __LINE__, #call, orGetErrorName(check_err_),             \
+                    orGetErrorString(check_err_));                                     \
+            die();                                                                     \
+        }                                                                              \
+    } while (0)
+
+#define CHECK_MPI(call)                                                                \
+    do {                                                                               \
+        int check_rc_ = (call);                                                        \
+        if (check_rc_ != MPI_SUCCESS) {                                                \
+            char check_msg_[MPI_MAX_ERROR_STRING];                                     \
+            int check_len_ = 0;                                                        \
+            MPI_Error_string(check_rc_, check_msg_, &check_len_);                      \
+            fflush(stdout);                                                            \
+            fprintf(stderr, "peer_perf: rank %d: %s:%d: %s failed: %s\n", my_rank,     \
+                    __FILE__, __LINE__, #call, check_msg_);                            \
+            die();                                                                     \
+        }                                                                              \
+    } while (0)
+
+/* Through a volatile pointer, so the compiler cannot drop or shorten the
+ * reference copies whose results nobody reads. */
+static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "peer_perf: rank %d: out of host memory (%zu bytes)\n", my_rank, n);
+        die();
+    }
+    return p;
+}
+
+/* ---- what is measured ------------------------------------------------- */
+
+enum method { M_MEMCPY, M_MPI, M_PEER, M_IPC };
+
+struct copy_op {
+    enum method method;
+    void *dst;
+    const void *src;
+    size_t size;
+    int dst_device, src_device; /* M_PEER */
+};
+
+/* Rank 0's side of `copies` copies; for M_MPI rank 1 receives them and
+ * acknowledges the last, so the time covers the bytes arriving. */
+static void run_copies(const struct copy_op *op, long copies)
+{
+    switch (op->method) {
+    case M_MEMCPY:
+        for (long c = 0; c < copies; c++)
+            memcpy_fn(op->dst, op->src, op->size);
+        break;
+    case M_PEER:
+        for (long c = 0; c < copies; c++)
+            CHECK(orMemcpyPeer(op->dst, op->dst_device, op->src, op->src_device, op->size));
+        break;
+    case M_IPC:
+        for (long c = 0; c < copies; c++)
+            CHECK(orMemcpy(op->dst, op->src, op->size, orMemcpyDeviceToDevice));
+        break;
+    case M_MPI:
+        for (long c = 0; c < copies; c++)
+            CHECK_MPI(MPI_Send(op->src, (int)op->size, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        break;
+    }
+}
+
+/* Rank 1's side of the MPI column: the receives of one round, then the ack. */
+static void receive_copies(void *buf, size_t size, long copies)
+{
+    for (long c = 0; c < copies; c++)
+        CHECK_MPI(MPI_Recv(buf, (int)size, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_ACK, MPI_COMM_WORLD));
+}
+
+static long initial_copies(size_t size)
+{
+    long copies = (long)(BYTES_PER_REP / size);
+    return copies < 1 ? 1 : copies;
+}
+
+/* Rank 0: best GB/s over reps repetitions. The first, untimed round warms
+ * caches, page tables, workers and proxies, and calibrates the copies per
+ * repetition, which rank 1 learns by broadcast for the MPI column. */
+static double bandwidth(const struct copy_op *op, int reps)
+{
+    long copies = initial_copies(op->size);
+    double t0 = now_s();
+    run_copies(op, copies);
+    double t = now_s() - t0;
+    if (t < MIN_REP_SECONDS) {
+        double want = (t > 0 ? MIN_REP_SECONDS / t : MAX_COPIES_PER_REP) * copies;
+        copies = want > MAX_COPIES_PER_REP ? MAX_COPIES_PER_REP : (long)want + 1;
+    }
+    if (op->method == M_MPI)
+        CHECK_MPI(MPI_Bcast(&copies, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+
+    double best = 0.0;
+    for (int r = 0; r < reps; r++) {
+        t0 = now_s();
+        run_copies(op, copies);
+        double gbs = (double)op->size * copies / (now_s() - t0) / 1e9;
+        if (gbs > best)
+            best = gbs;
+    }
+    return best;
+}
+
+/* Rank 1's mirror of bandwidth() for the MPI column. */
+static void mpi_receiver(void *buf, size_t size, int reps)
+{
+    long copies = initial_copies(size);
+    receive_copies(buf, size, copies);
+    CHECK_MPI(MPI_Bcast(&copies, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    for (int r = 0; r < reps; r++)
+        receive_copies(buf, size, copies);
+}
+
+/* ---- options and formatting ------------------------------------------- */
+
+static void format_size(char *buf, size_t len, size_t bytes)
+{
+    if (bytes >= MiB && bytes % MiB == 0)
+        snprintf(buf, len, "%zu MiB", bytes / MiB);
+    else if (bytes >= KiB && bytes % KiB == 0)
+        snprintf(buf, len, "%zu KiB", bytes / KiB);
+    else
+        snprintf(buf, len, "%zu B", bytes);
+}
+
+/* "64M", "4k", "1G", "65536": binary units, like OPENREG_DEVICE_MEM. */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: return -1;
+    }
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end != '\0' || v == 0 || v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)v << shift;
+    return 0;
+}
+
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+            "usage: mpiexec -n 2 %s [-s max_size] [-r repetitions] [-h]\n"
+            "  -s S   largest copy size, K/M/G suffixes allowed (default 64M, at most 1G;\n"
+            "         sizes go from 4K up in powers of 4)\n"
+            "  -r N   repetitions per point, the best is reported (default 5)\n"
+            "  -h     this help\n"
+            "Rank 0 copies into rank 1's device memory. Where the ranks are decides the\n"
+            "cross-rank column:\n"
+            "  mpiexec -n 2 %s                            same virtual node\n"
+            "  OPENREG_RANKS_PER_NODE=1 mpiexec -n 2 %s   other virtual node\n"
+            "Each rank needs OPENREG_DEVICES >= 1; rank 0 needs 2 for the same-rank column.\n",
+            prog, prog, prog);
+}
+
+/* What rank 1 tells rank 0 for the header. */
+struct rank_info {
+    int node, devices;
+    char cpus[256]; /* of its device 0 */
+};
+
+static void print_ratio(double bw, double ref)
+{
+    printf(" %7.2f", ref > 0 ? bw / ref : 0.0);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 5;
+    size_t max_size = 64 * MiB;
+    int opt;
+    /* Options first: every rank parses the same command line, so they all
+     * stop here together, before any rank waits for another. */
+    while ((opt = getopt(argc, argv, "s:r:h")) != -1) {
+        switch (opt) {
+        case 's':
+            /* MPI counts are ints: 1 GiB is the largest power of 4 they hold. */
+            if (parse_size(optarg, &max_size) != 0 || max_size < 4 * KiB || max_size > 1024 * MiB) {
+                fprintf(stderr, "peer_perf: -s needs a size from 4K to 1G (e.g. 16M)\n");
+                return 2;
+            }
+            break;
+        case 'r':
+            reps = atoi(optarg);
+            if (reps < 1) {
+                fprintf(stderr, "peer_perf: -r needs a positive number\n");
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout, argv[0]);
+            return 0;
+        default:
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr, argv[0]);
+        return 2;
+    }
+
+    /* The runtime's first call starts MPI when a launcher started us. */
+    orClusterInfo ci;
+    CHECK(orGetClusterInfo(&ci));
+    my_rank = ci.rank;
+    if (ci.nranks != 2) {
+        if (ci.rank == 0)
+            fprintf(stderr,
+                    "peer_perf: needs exactly 2 MPI ranks, this job has %d: rank 0 copies into "
+                    "rank 1's device memory.\nRun it as\n"
+                    "  mpiexec -n 2 %s                            (both ranks on one virtual "
+                    "node)\n"
+                    "  OPENREG_RANKS_PER_NODE=1 mpiexec -n 2 %s   (each rank its own node)\n",
+                    ci.nranks, argv[0], argv[0]);
+        return 2;
+    }
+    const int peer_ok = ci.deviceCount >= 2; /* same-rank column, on rank 0 */
+
+    /* Buffers are allocated once at the largest size and touched first, so
+     * no size pays for page faults the others skip. */
+    char *hsrc = NULL, *hdst = NULL;
+    void *d0 = NULL, *d1 = NULL, *remote = NULL, *mine = NULL;
+    hsrc = xmalloc(max_size);
+    hdst = xmalloc(max_size);
+    memset(hsrc, 3, max_size);
+    memset(hdst, 4, max_size);
+    CHECK(orSetDevice(0));
+    orIpcMemHandle_t handle;
+    if (ci.rank == 1) {
+        CHECK(orMalloc(&mine, max_size));
+        CHECK(orMemset(mine, 7, max_size));
+        CHECK(orIpcGetMemHandle(&handle, mine));
+        CHECK_MPI(MPI_Send(&handle, (int)sizeof handle, MPI_BYTE, 0, TAG_INFO, MPI_COMM_WORLD));
+        struct rank_info info = {ci.node, ci.deviceCount, ""};
+        orDeviceProp prop;
+        CHECK(orGetDeviceProperties(&prop, 0));
+        snprintf(info.cpus, sizeof info.cpus, "%s", prop.cpuList);
+        CHECK_MPI(MPI_Send(&info, (int)sizeof info, MPI_BYTE, 0, TAG_INFO, MPI_COMM_WORLD));
+    }
+
+    struct rank_info r1 = {0};
+    orDeviceProp p0, p1;
+    int cross_node = 0;
+    if (ci.rank == 0) {
+        CHECK_MPI(MPI_Recv(&handle, (int)sizeof handle, MPI_BYTE, 1, TAG_INFO, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Recv(&r1, (int)sizeof r1, MPI_BYTE, 1, TAG_INFO, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+        CHECK(orMalloc(&d0, max_size));
+        CHECK(orMemset(d0, 5, max_size));
+        CHECK(orGetDeviceProperties(&p0, 0));
+        if (peer_ok) {
+            CHECK(orSetDevice(1));
+            CHECK(orMalloc(&d1, max_size));
+            CHECK(orMemset(d1, 6, max_size));
+            CHECK(orGetDeviceProperties(&p1, 1));
+            CHECK(orSetDevice(0));
+        }
+        /* Opened on device 0, whose default stream carries the copies. */
+        CHECK(orIpcOpenMemHandle(&remote, handle, 0));
+        orPointerAttributes attr;
+        CHECK(orPointerGetAttributes(&attr, remote));
+        cross_node = attr.type == orMemoryTypeRemote;
+        if (cross_node != (r1.node != ci.node)) {
+            fprintf(stderr, "peer_perf: rank 1 is on node %d, rank 0 on node %d, but the opened "
+                            "handle says %s\n",
+                    r1.node, ci.node, cross_node ? "remote" : "same node");
+            die();
+        }
+    }
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    const char *cross = cross_node ? "other node" : "same node";
+    if (ci.rank == 0) {
+        const char *rpn = getenv("OPENREG_RANKS_PER_NODE");
+        printf("OpenReg peer-copy benchmark: 2 ranks on %d virtual node%s (OPENREG_RANKS_PER_NODE"
+               "%s%s); host has %ld online cpus\n",
+               ci.nnodes, ci.nnodes == 1 ? "" : "s", rpn ? "=" : " unset", rpn ? rpn : "",
+               sysconf(_SC_NPROCESSORS_ONLN));
+        printf("  rank 0: node %d, %d device%s; device 0: %s, cpus %s", ci.node, ci.deviceCount,
+               ci.deviceCount == 1 ? "" : "s", p0.name, p0.cpuList);
+        if (peer_ok)
+            printf("; device 1: cpus %s", p1.cpuList);
+        printf("\n  rank 1: node %d, %d device%s; device 0: cpus %s\n", r1.node, r1.devices,
+               r1.devices == 1 ? "" : "s", r1.cpus);
+        printf("columns measured in this run:\n");
+        printf("  %-11s memcpy between two malloc'd buffers of rank 0\n", "memcpy");
+        printf("  %-11s MPI_Send rank 0 -> MPI_Recv rank 1, malloc'd buffers, MPI_COMM_WORLD\n",
+               "MPI");
+        if (peer_ok)
+            printf("  %-11s orMemcpyPeer, rank 0 device 0 -> rank 0 device 1 (a device worker's "
+                   "memmove)\n",
+                   "same rank");
+        printf("  %-11s orMemcpy, rank 0 device 0 -> rank 1 device 0 opened by IPC handle (%s)\n",
+               cross,
+               cross_node ? "the proxy threads move the bytes with MPI_Isend/MPI_Irecv"
+                          : "one memmove through the node's shared mapping");
+        printf("not measured in this run:\n");
+        if (!peer_ok)
+            printf("  %-11s needs 2 devices on rank 0 (OPENREG_DEVICES >= 2)\n", "same rank");
+        if (cross_node)
+            printf("  %-11s needs both ranks on one virtual node: mpiexec -n 2 %s\n", "same node",
+                   argv[0]);
+        else
+            printf("  %-11s needs each rank on its own virtual node: "
+                   "OPENREG_RANKS_PER_NODE=1 mpiexec -n 2 %s\n",
+                   "other node", argv[0]);
+        printf("\ncopy bandwidth, GB/s, one synchronous copy at a time by rank 0 (best of %d;\n"
+               "/memcpy and /MPI = that column's GB/s over memcpy's and over MPI's)\n",
+               reps);
+        printf("  %8s %8s %8s |", "size", "memcpy", "MPI");
+        if (peer_ok)
+            printf(" %10s %7s %7s |", "same rank", "/memcpy", "/MPI");
+        printf(" %10s %7s %7s\n", cross, "/memcpy", "/MPI");
+        fflush(stdout);
+    }
+
+    double target_memcpy = 0, target_mpi = 0, target_bw = 0;
+    int target_seen = 0;
+    for (size_t size = 4 * KiB; size <= max_size; size *= 4) {
+        double ref = 0, mpi = 0, peer = 0, ipc = 0;
+        /* Phases are separated by barriers, so that no phase overlaps
+         * another's traffic; for rank 0's own copies rank 1 just waits. */
+        if (ci.rank == 0) {
+            const struct copy_op ops[4] = {
+                {M_MEMCPY, hdst, hsrc, size, 0, 0},
+                {M_MPI, NULL, hsrc, size, 0, 0},
+                {M_PEER, d1, d0, size, 1, 0},
+                {M_IPC, remote, d0, size, 0, 0},
+            };
+            ref = bandwidth(&ops[0], reps);
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            mpi = bandwidth(&ops[1], reps);
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            if (peer_ok)
+                peer = bandwidth(&ops[2], reps);
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            ipc = bandwidth(&ops[3], reps);
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        } else {
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            mpi_receiver(hdst, size, reps);
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        }
+        if (ci.rank == 0) {
+            char sz[32];
+            format_size(sz, sizeof sz, size);
+            printf("  %8s %8.2f %8.2f |", sz, ref, mpi);
+            if (peer_ok) {
+                printf(" %10.2f", peer);
+                print_ratio(peer, ref);
+                print_ratio(peer, mpi);
+                printf(" |");
+            }
+            printf(" %10.2f", ipc);
+            print_ratio(ipc, ref);
+            print_ratio(ipc, mpi);
+            printf("\n");
+            fflush(stdout);
+            if (size == TARGET_SIZE) {
+                target_seen = 1;
+                target_bw = ipc;
+                target_memcpy = ref > 0 ? ipc / ref : 0;
+                target_mpi = mpi > 0 ? ipc / mpi : 0;
+            }
+        }
+        if (size > max_size / 4)
+            break; /* the next power of 4 would exceed -s */
+    }
+
+    /* Check the bytes of the largest copies once: rank 0 sends a pattern
+     * through each path, rank 1 (or rank 0, for its own devices) compares. */
+    int bad = 0;
+    for (size_t i = 0; i < max_size; i++)
+        hsrc[i] = (char)(i * 31 + 7 + i / 4093);
+    if (ci.rank == 0) {
+        CHECK(orMemcpy(d0, hsrc, max_size, orMemcpyHostToDevice));
+        CHECK(orMemcpy(remote, d0, max_size, orMemcpyDeviceToDevice));
+        if (peer_ok) {
+            CHECK(orMemcpyPeer(d1, 1, d0, 0, max_size));
+            CHECK(orMemcpy(hdst, d1, max_size, orMemcpyDeviceToHost));
+            bad |= memcmp(hdst, hsrc, max_size) != 0;
+        }
+        CHECK_MPI(MPI_Send(hsrc, (int)max_size, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD));
+    } else {
+        CHECK_MPI(MPI_Recv(hdst, (int)max_size, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+        bad |= memcmp(hdst, hsrc, max_size) != 0;
+        CHECK(orMemcpy(hdst, mine, max_size, orMemcpyDeviceToHost));
+        bad |= memcmp(hdst, hsrc, max_size) != 0;
+    }
+    int any_bad = 0;
+    CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+
+    if (ci.rank == 0) {
+        printf("  data check of the largest copies: %s\n", any_bad ? "FAILED" : "OK");
+        printf("\ntarget: same-node cross-rank copy of 64 MiB >= %.1fx memcpy and >= %.1fx MPI\n",
+               TARGET_VS_MEMCPY, TARGET_VS_MPI);
+        if (cross_node)
+            printf("  not measured in this run (the ranks are on different nodes)\n");
+        else if (!target_seen)
+            printf("  not measured in this run (-s is below 64M)\n");
+        else
+            printf("  %.2f GB/s: %.2fx memcpy (%s), %.2fx MPI (%s)\n", target_bw, target_memcpy,
+                   target_memcpy >= TARGET_VS_MEMCPY ? "met" : "missed", target_mpi,
+                   target_mpi >= TARGET_VS_MPI ? "met" : "missed");
+        CHECK(orIpcCloseMemHandle(remote));
+        CHECK(orFree(d0));
+        if (peer_ok)
+            CHECK(orFree(d1));
+    }
+    /* Rank 1's memory stays until rank 0 has closed its mapping. */
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (ci.rank == 1)
+        CHECK(orFree(mine));
+    free(hsrc);
+    free(hdst);
+    return any_bad;
+}

@@ -248,6 +248,20 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     return orSuccess;
 }
 
+bool or_cluster_agree(bool ok)
+{
+    if (!or_cl.mpi)
+        return ok;
+    int all = ok;
+    if (MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, or_cl.comm) != MPI_SUCCESS)
+        return false;
+    if (ok && !all)
+        fprintf(stderr, "openreg: rank %d: another rank failed to start (see its message); "
+                        "not starting\n",
+                or_cl.rank);
+    return all;
+}
+
 typedef struct arena_record {
     int32_t rank, device;
     uint64_t capacity;

@@ -52,6 +52,9 @@ extern or_cluster or_cl;
  * joins the other ranks, so that they all fail together instead of waiting.
  * Prints the reason and returns orErrorInitialization on failure. */
 orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok);
+/* Collective: true if every rank is ok, so that one rank's failure at
+ * start-up fails all of them instead of leaving them waiting. */
+bool or_cluster_agree(bool ok);
 /* Map the arenas of the node's other ranks; shm_names[d] names device d's
  * segment (empty when the node has one rank). Unlinks the names once every
  * rank of the node has mapped them. */

@@ -65,6 +65,8 @@ orError_t or_mem_classify(const void *p, size_t count, or_mem_region *out)
     }
     or_ipc_map map;
     if (or_ipc_lookup(p, &map)) {
+        if (map.refs == 0)
+            return orErrorInvalidDevicePointer; /* remote memory, closed */
         size_t off = (size_t)((const unsigned char *)p - map.addr);
         if (count > map.size - off)
             return orErrorInvalidValue;
@@ -235,7 +237,7 @@ orError_t orPointerGetAttributes(orPointerAttributes *attr, const void *ptr)
     or_ipc_map map;
     if (dev && allocation_of(dev, ptr, &alloc))
         *attr = (orPointerAttributes){orMemoryTypeDevice, dev->id, (void *)ptr};
-    else if (!dev && or_ipc_lookup(ptr, &map))
+    else if (!dev && or_ipc_lookup(ptr, &map) && map.refs > 0)
         *attr = (orPointerAttributes){map.remote ? orMemoryTypeRemote : orMemoryTypeDevice,
                                       map.opened_on, (void *)ptr};
     else if (ptr && !dev && is_pinned(ptr))
@@ -283,9 +285,10 @@ orError_t orMemoryProtect(void *devPtr)
 
 static bool is_device(const or_mem_region *r) { return r->cls != OR_MEM_HOST; }
 
-/* A copy with one end on another node: the proxy moves the bytes. */
-static orError_t remote_copy_op(void *dst, const void *src, size_t count,
-                                const or_mem_region *d, const or_mem_region *s, or_op **out)
+/* A copy with one end on another node: the proxy moves the bytes, in pieces
+ * of at most OR_PROXY_MAX_BYTES, one op each, linked through op->next. */
+static orError_t remote_copy_ops(void *dst, const void *src, size_t count,
+                                 const or_mem_region *d, const or_mem_region *s, or_op **out)
 {
     if (d->cls == OR_MEM_REMOTE && s->cls == OR_MEM_REMOTE) {
         OR_INFO("memory", "copies between two remote allocations are not supported; stage "
@@ -294,25 +297,39 @@ static orError_t remote_copy_op(void *dst, const void *src, size_t count,
     }
     if (!or_proxy_running())
         return orErrorNotSupported;
-    or_op *op = or_op_new(OR_OP_REMOTE_COPY, sizeof(or_proxy_req));
-    if (!op)
-        return orErrorMemoryAllocation;
-    or_proxy_req *req = (or_proxy_req *)op->payload;
-    memset(req, 0, sizeof *req);
     const or_ipc_map *m = d->cls == OR_MEM_REMOTE ? &d->map : &s->map;
     const unsigned char *remote = d->cls == OR_MEM_REMOTE ? dst : src;
-    req->kind = d->cls == OR_MEM_REMOTE ? OR_PROXY_PUT : OR_PROXY_GET;
-    req->peer = m->rank;
-    req->device = m->device;
-    req->offset = m->offset + (uint64_t)(remote - m->addr);
-    req->length = count;
-    req->local = d->cls == OR_MEM_REMOTE ? (void *)src : dst;
-    op->cost.bytes = count;
-    *out = op;
+    unsigned char *local = d->cls == OR_MEM_REMOTE ? (unsigned char *)src : dst;
+    or_op *first = NULL, **tail = &first;
+    for (size_t done = 0; done < count; done += OR_PROXY_MAX_BYTES) {
+        size_t piece = count - done < OR_PROXY_MAX_BYTES ? count - done : OR_PROXY_MAX_BYTES;
+        or_op *op = or_op_new(OR_OP_REMOTE_COPY, sizeof(or_proxy_req));
+        if (!op) {
+            while (first) {
+                or_op *next = first->next;
+                or_op_release(first);
+                first = next;
+            }
+            return orErrorMemoryAllocation;
+        }
+        or_proxy_req *req = (or_proxy_req *)op->payload;
+        memset(req, 0, sizeof *req);
+        req->kind = d->cls == OR_MEM_REMOTE ? OR_PROXY_PUT : OR_PROXY_GET;
+        req->peer = m->rank;
+        req->device = m->device;
+        req->offset = m->offset + (uint64_t)(remote - m->addr) + done;
+        req->length = piece;
+        req->local = local + done;
+        op->cost.bytes = piece;
+        *tail = op;
+        tail = &op->next;
+    }
+    *out = first;
     return orSuccess;
 }
 
-/* Validate a copy and return the op that performs it. */
+/* Validate a copy and return the op(s) that perform it, linked through
+ * op->next (see enqueue_all). */
 static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpyKind kind,
                               or_op **out)
 {
@@ -334,7 +351,7 @@ static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpy
         return orErrorInvalidValue;
     }
     if (d.cls == OR_MEM_REMOTE || s.cls == OR_MEM_REMOTE)
-        return remote_copy_op(dst, src, count, &d, &s, out);
+        return remote_copy_ops(dst, src, count, &d, &s, out);
     or_op *op = or_op_new(OR_OP_COPY, 0);
     if (!op)
         return orErrorMemoryAllocation;
@@ -369,11 +386,23 @@ static orError_t memset_prepare(void *devPtr, int value, size_t count, or_op **o
     return orSuccess;
 }
 
+/* Enqueue a chain of ops in order; the sequence number of the last. */
+static uint64_t enqueue_all(or_stream *s, or_op *op)
+{
+    uint64_t seq = 0;
+    while (op) {
+        or_op *next = op->next;
+        seq = or_stream_enqueue(s, op);
+        op = next;
+    }
+    return seq;
+}
+
 /* Synchronous calls: after the default stream's queued work, return when done. */
 static orError_t run_on_default_stream(or_op *op)
 {
     or_stream *s = &or_current_device()->default_stream;
-    or_stream_wait_seq(s, or_stream_enqueue(s, op));
+    or_stream_wait_seq(s, enqueue_all(s, op));
     return or_stream_take_error(s);
 }
 
@@ -408,7 +437,7 @@ orError_t orMemcpyAsync(void *dst, const void *src, size_t count, orMemcpyKind k
     or_op *op;
     if ((err = copy_prepare(dst, src, count, kind, &op)) != orSuccess)
         OR_RETURN(err);
-    or_stream_enqueue(s, op);
+    enqueue_all(s, op);
     return orSuccess;
 }
 

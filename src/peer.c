@@ -208,7 +208,7 @@ orError_t orIpcOpenMemHandle(void **devPtr, orIpcMemHandle_t handle, unsigned in
 
     pthread_mutex_lock(&maps_lock);
     or_ipc_map *m = find_map_locked(w.rank, w.device, w.alloc_id);
-    if (m) { /* opened before: the same pointer, one more reference */
+    if (m) { /* opened before (maybe closed since): the same pointer, one more reference */
         m->refs++;
         *devPtr = m->addr;
         pthread_mutex_unlock(&maps_lock);
@@ -264,16 +264,15 @@ orError_t orIpcCloseMemHandle(void *devPtr)
     size_t i = 0;
     while (i < nmaps && maps[i].addr != devPtr)
         i++;
-    if (i == nmaps) {
+    if (i == nmaps || maps[i].refs == 0) {
         pthread_mutex_unlock(&maps_lock);
         OR_RETURN(orErrorInvalidDevicePointer); /* never opened, or closed already */
     }
     if (--maps[i].refs == 0) {
-        if (maps[i].remote) {
-            munmap(maps[i].addr, maps[i].size ? maps[i].size : 1);
-            atomic_fetch_sub(&nremote, 1);
-        }
-        maps[i] = maps[--nmaps];
+        /* A closed remote range stays reserved and known, so a late use of
+         * its address is refused rather than taken for host memory. */
+        if (!maps[i].remote)
+            maps[i] = maps[--nmaps];
     }
     pthread_mutex_unlock(&maps_lock);
     return orSuccess;

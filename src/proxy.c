@@ -133,7 +133,8 @@ static void start_serving(const uint64_t *wire, int source)
     orError_t status = or_mem_resolve(
         (int)wire[W_DEVICE], wire[W_OFFSET], wire[W_LENGTH],
         r->kind == OR_PROXY_VALIDATE ? wire[W_ALLOC] : 0, &r->target, &size);
-    if (r->kind != OR_PROXY_VALIDATE && r->kind != OR_PROXY_GET && r->kind != OR_PROXY_PUT)
+    if ((r->kind != OR_PROXY_VALIDATE && r->kind != OR_PROXY_GET && r->kind != OR_PROXY_PUT) ||
+        wire[W_LENGTH] > OR_PROXY_MAX_BYTES)
         status = orErrorInvalidValue;
     send_reply(r, status, size);
     if (status == orSuccess && r->kind != OR_PROXY_VALIDATE) {

@@ -21,7 +21,9 @@
 
 /* Payloads move in chunks MPI counts can express. */
 #define OR_PROXY_CHUNK ((uint64_t)1 << 30)
-#define OR_PROXY_MAX_MPI 40 /* a 32 GiB transfer at most, plus headers */
+#define OR_PROXY_MAX_MPI 20 /* request slots: headers plus the payload's chunks */
+/* Largest payload of one request; longer copies are split into several. */
+#define OR_PROXY_MAX_BYTES (OR_PROXY_CHUNK * 16)
 
 #define OR_PROXY_MAX_SLEEP_US 200
 

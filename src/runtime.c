@@ -194,12 +194,18 @@ static void runtime_init(void)
         or_placement_release(&places[d]);
     or_rt.ndevices = started;
     free(places);
-    if (or_rt.init_error == orSuccess)
-        or_rt.init_error = or_cluster_map_peers(n, shm_names, capacities);
-    else
-        for (int d = 0; d < started; d++)
-            if (shared)
+    /* Every rank goes through each collective step below, and they agree on
+     * the outcome after each, so one rank's failure never strands the rest. */
+    if (!or_cluster_agree(or_rt.init_error == orSuccess)) {
+        or_rt.init_error = orErrorInitialization;
+        if (shared)
+            for (int d = 0; d < started; d++)
                 shm_unlink(shm_names[d]);
+    } else {
+        or_rt.init_error = or_cluster_map_peers(n, shm_names, capacities);
+        if (!or_cluster_agree(or_rt.init_error == orSuccess))
+            or_rt.init_error = orErrorInitialization;
+    }
     free(shm_names);
     free(capacities);
     if (or_rt.init_error == orSuccess)

@@ -133,6 +133,8 @@ int main(int argc, char **argv)
     CHECK_OR(orIpcCloseMemHandle(q));
     CHECK_OR(orIpcCloseMemHandle(q2));
     EXPECT_OR(orIpcCloseMemHandle(q), orErrorInvalidDevicePointer);
+    /* Closed memory is no longer usable, and is never mistaken for host memory. */
+    EXPECT_OR(orMemcpy(host, q, 16, orMemcpyDefault), orErrorInvalidDevicePointer);
     EXPECT_OR(orIpcCloseMemHandle(NULL), orErrorInvalidValue);
     EXPECT_OR(orIpcCloseMemHandle(host), orErrorInvalidDevicePointer);
 

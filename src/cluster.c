@@ -11,7 +11,7 @@
 
 #include "log.h"
 
-or_cluster or_cl = {.comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL};
+or_cluster or_cl = {.comm = MPI_COMM_NULL, .coll_comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL};
 
 /* Set by the runtime: stops whatever uses MPI (the proxy thread) before the
  * application's own MPI_Finalize takes MPI away. */
@@ -42,6 +42,8 @@ static void release_mpi_objects(void)
         MPI_Comm_free(&or_cl.node_comm);
     if (or_cl.comm != MPI_COMM_NULL)
         MPI_Comm_free(&or_cl.comm);
+    if (or_cl.coll_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&or_cl.coll_comm);
 }
 
 static void detach_from_mpi(void)
@@ -180,6 +182,8 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     if (err != orSuccess)
         return err;
     MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.comm);
+    MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.coll_comm);
+    MPI_Comm_set_errhandler(or_cl.coll_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(or_cl.comm, &or_cl.rank);
     MPI_Comm_size(or_cl.comm, &or_cl.nranks);
 

@@ -1,0 +1,345 @@
+/*
+ * collectives/algorithms.c - every collective as a sequence of transfer
+ * steps over the communicator's ring (ranks ordered by node, so the ring
+ * leaves each node once) or directly between pairs.
+ *
+ * Chunks: a buffer of count elements split over n ring positions gives
+ * position q the elements [count*q/n, count*(q+1)/n).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "occl_internal.h"
+
+#define BROADCAST_CHUNK ((size_t)4 << 20) /* pipeline granularity */
+
+const char *occl_coll_name(occl_coll c)
+{
+    static const char *const names[] = {"AllReduce", "Broadcast",    "Reduce",   "AllGather",
+                                        "ReduceScatter", "AlltoAll", "Gather",   "Scatter",
+                                        "Send",      "Recv"};
+    return (unsigned)c < sizeof names / sizeof *names ? names[c] : "?";
+}
+
+typedef struct ctx {
+    occlComm_t comm;
+    int n, p, next, prev; /* ring size, position, neighbours (comm ranks) */
+    size_t es;            /* element size */
+} ctx;
+
+static ctx make_ctx(const occl_call *c)
+{
+    occlComm_t comm = c->comm;
+    int n = comm->nranks, p = comm->ring_pos;
+    return (ctx){comm, n, p, comm->ring[(p + 1) % n], comm->ring[(p + n - 1) % n],
+                 occl_type_size(c->type)};
+}
+
+static size_t lo(size_t count, int q, int n) { return (size_t)((unsigned __int128)count * q / n); }
+
+static occl_xfer send_x(int peer, const void *buf, size_t bytes)
+{
+    return (occl_xfer){.kind = OCCL_XFER_SEND, .peer = peer, .buf = (void *)buf, .bytes = bytes};
+}
+
+static occl_xfer recv_x(int peer, void *buf, size_t bytes)
+{
+    return (occl_xfer){.kind = OCCL_XFER_RECV, .peer = peer, .buf = buf, .bytes = bytes};
+}
+
+static occl_xfer recv_reduce_x(int peer, void *buf, const void *with, size_t bytes,
+                               occlDataType_t t, const occl_redop *op)
+{
+    return (occl_xfer){.kind = OCCL_XFER_RECV, .peer = peer, .buf = buf, .bytes = bytes,
+                       .reduce = true, .with = with, .type = t, .op = op};
+}
+
+/* Device memory for intermediate results (peers on the node read it). */
+static void *temp_alloc(size_t bytes)
+{
+    void *p = NULL;
+    return orMalloc(&p, bytes) == orSuccess ? p : NULL;
+}
+
+/* The op as the kernels run it: PreMulSum scales the input once up front
+ * (into *scaled) and sums from there on. */
+typedef struct reduction {
+    occl_redop op;  /* what each step applies */
+    occl_redop pre; /* PreMulSum's scaling, kind OCCL_RED_PREMULSUM, or kind -1 */
+} reduction;
+
+static reduction reduction_of(const occl_call *c)
+{
+    reduction r = {c->op, {.kind = -1}};
+    if (c->device_scalar) /* read now, at execution, as NCCL reads it in the kernel */
+        r.op = occl_redop_premulsum(c->device_scalar, c->type);
+    if (r.op.kind == OCCL_RED_PREMULSUM) {
+        r.pre = r.op;
+        r.op = occl_redop_make(OCCL_RED_SUM);
+    }
+    return r;
+}
+
+/* Ring reduce-scatter of `count` elements in place on acc (which holds this
+ * rank's input), chunk q per ring position; position p ends holding chunk
+ * (p+1)%n reduced over all ranks. */
+static occlResult_t ring_reduce_scatter(const ctx *x, void *acc, const void *input, size_t count,
+                                        occlDataType_t t, const occl_redop *op)
+{
+    unsigned char *a = acc;
+    const unsigned char *in = input;
+    for (int s = 0; s < x->n - 1; s++) {
+        int sc = (x->p - s + x->n) % x->n, rc = (x->p - s - 1 + 2 * x->n) % x->n;
+        size_t slo = lo(count, sc, x->n), shi = lo(count, sc + 1, x->n);
+        size_t rlo = lo(count, rc, x->n), rhi = lo(count, rc + 1, x->n);
+        occl_xfer xf[2] = {
+            send_x(x->next, (s == 0 ? in : a) + slo * x->es, (shi - slo) * x->es),
+            recv_reduce_x(x->prev, a + rlo * x->es, in + rlo * x->es, (rhi - rlo) * x->es, t, op)};
+        occlResult_t res = occl_xfers_run(x->comm, xf, 2);
+        if (res != occlSuccess)
+            return res;
+    }
+    return occlSuccess;
+}
+
+/* Ring all-gather of chunks in place: position p starts with chunk (p+1)%n. */
+static occlResult_t ring_all_gather_chunks(const ctx *x, void *buf, size_t count)
+{
+    unsigned char *b = buf;
+    for (int s = 0; s < x->n - 1; s++) {
+        int sc = (x->p + 1 - s + x->n) % x->n, rc = (x->p - s + x->n) % x->n;
+        size_t slo = lo(count, sc, x->n), shi = lo(count, sc + 1, x->n);
+        size_t rlo = lo(count, rc, x->n), rhi = lo(count, rc + 1, x->n);
+        occl_xfer xf[2] = {send_x(x->next, b + slo * x->es, (shi - slo) * x->es),
+                           recv_x(x->prev, b + rlo * x->es, (rhi - rlo) * x->es)};
+        occlResult_t res = occl_xfers_run(x->comm, xf, 2);
+        if (res != occlSuccess)
+            return res;
+    }
+    return occlSuccess;
+}
+
+static occlResult_t all_reduce(const occl_call *c, void *recv)
+{
+    ctx x = make_ctx(c);
+    size_t bytes = c->count * x.es;
+    reduction r = reduction_of(c);
+    const void *input = c->sendbuff;
+    if (r.pre.kind == OCCL_RED_PREMULSUM) {
+        occl_premul(recv, c->sendbuff, c->count, c->type, &r.pre);
+        input = recv;
+    } else if (x.n == 1 && recv != c->sendbuff) {
+        memcpy(recv, c->sendbuff, bytes);
+    }
+    occlResult_t res = occlSuccess;
+    if (x.n > 1) {
+        /* Reduce-scatter then all-gather: 2(n-1) steps of count/n elements. */
+        res = ring_reduce_scatter(&x, recv, input, c->count, c->type, &r.op);
+        if (res == occlSuccess)
+            res = ring_all_gather_chunks(&x, recv, c->count);
+    }
+    if (res == occlSuccess && c->avg)
+        occl_finish_avg(recv, c->count, c->type, x.n);
+    return res;
+}
+
+static occlResult_t broadcast(const occl_call *c)
+{
+    ctx x = make_ctx(c);
+    size_t bytes = c->count * x.es;
+    int root_pos = 0;
+    while (x.comm->ring[root_pos] != c->root)
+        root_pos++;
+    int rel = (x.p - root_pos + x.n) % x.n; /* 0 at the root, n-1 at the end of the chain */
+    bool root = rel == 0, last = rel == x.n - 1;
+    const unsigned char *src = root ? c->sendbuff : c->recvbuff;
+    if (root && c->recvbuff != c->sendbuff)
+        memcpy(c->recvbuff, c->sendbuff, bytes);
+    if (x.n == 1)
+        return occlSuccess;
+    /* A pipeline along the ring: chunk k arrives while chunk k-1 moves on. */
+    size_t nchunks = (bytes + BROADCAST_CHUNK - 1) / BROADCAST_CHUNK;
+    for (size_t k = 0; k <= nchunks; k++) {
+        occl_xfer xf[2];
+        int m = 0;
+        if (!root && k < nchunks) {
+            size_t off = k * BROADCAST_CHUNK, len = bytes - off < BROADCAST_CHUNK ? bytes - off : BROADCAST_CHUNK;
+            xf[m++] = recv_x(x.prev, (unsigned char *)c->recvbuff + off, len);
+        }
+        size_t sk = root ? k : k - 1;
+        if (!last && (root ? k < nchunks : k >= 1)) {
+            size_t off = sk * BROADCAST_CHUNK, len = bytes - off < BROADCAST_CHUNK ? bytes - off : BROADCAST_CHUNK;
+            xf[m++] = send_x(x.next, src + off, len);
+        }
+        if (m) {
+            occlResult_t res = occl_xfers_run(x.comm, xf, m);
+            if (res != occlSuccess)
+                return res;
+        }
+    }
+    return occlSuccess;
+}
+
+static occlResult_t reduce(const occl_call *c)
+{
+    /* Every rank takes part in an all-reduce; non-roots keep it in scratch. */
+    bool root = c->comm->rank == c->root;
+    size_t bytes = c->count * occl_type_size(c->type);
+    void *dst = root ? c->recvbuff : temp_alloc(bytes);
+    if (!dst)
+        return occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", bytes);
+    occlResult_t res = all_reduce(c, dst);
+    if (!root)
+        orFree(dst);
+    return res;
+}
+
+static occlResult_t all_gather(const occl_call *c)
+{
+    ctx x = make_ctx(c);
+    size_t block = c->count * x.es;
+    unsigned char *recv = c->recvbuff;
+    if (recv + (size_t)x.comm->rank * block != c->sendbuff)
+        memcpy(recv + (size_t)x.comm->rank * block, c->sendbuff, block);
+    for (int s = 0; s < x.n - 1; s++) {
+        int sb = x.comm->ring[(x.p - s + x.n) % x.n], rb = x.comm->ring[(x.p - s - 1 + x.n) % x.n];
+        occl_xfer xf[2] = {send_x(x.next, recv + (size_t)sb * block, block),
+                           recv_x(x.prev, recv + (size_t)rb * block, block)};
+        occlResult_t res = occl_xfers_run(x.comm, xf, 2);
+        if (res != occlSuccess)
+            return res;
+    }
+    return occlSuccess;
+}
+
+static occlResult_t reduce_scatter(const occl_call *c)
+{
+    ctx x = make_ctx(c);
+    size_t block = c->count * x.es, total = block * (size_t)x.n;
+    reduction r = reduction_of(c);
+    const unsigned char *input = c->sendbuff;
+    unsigned char *scaled = NULL, *acc = NULL;
+    occlResult_t res = occlSuccess;
+    if (r.pre.kind == OCCL_RED_PREMULSUM) {
+        if (!(scaled = temp_alloc(total)))
+            return occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", total);
+        occl_premul(scaled, c->sendbuff, c->count * (size_t)x.n, c->type, &r.pre);
+        input = scaled;
+    }
+    if (x.n == 1) {
+        memmove(c->recvbuff, input, block);
+    } else if (!(acc = temp_alloc(total))) {
+        res = occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", total);
+    } else {
+        /* Ring over blocks: at step s send the partial of the block at ring
+         * position p-s-1, receive that of p-s-2; the last one received is our own. */
+        for (int s = 0; s < x.n - 1 && res == occlSuccess; s++) {
+            int sb = x.comm->ring[(x.p - s - 1 + 2 * x.n) % x.n];
+            int rb = x.comm->ring[(x.p - s - 2 + 3 * x.n) % x.n];
+            const unsigned char *from = s == 0 ? input + (size_t)sb * block : acc + (size_t)sb * block;
+            unsigned char *into = s == x.n - 2 ? (unsigned char *)c->recvbuff : acc + (size_t)rb * block;
+            occl_xfer xf[2] = {send_x(x.next, from, block),
+                               recv_reduce_x(x.prev, into, input + (size_t)rb * block, block, c->type, &r.op)};
+            res = occl_xfers_run(x.comm, xf, 2);
+        }
+    }
+    if (res == occlSuccess && c->avg)
+        occl_finish_avg(c->recvbuff, c->count, c->type, x.n);
+    if (acc)
+        orFree(acc);
+    if (scaled)
+        orFree(scaled);
+    return res;
+}
+
+static occlResult_t all_to_all(const occl_call *c)
+{
+    ctx x = make_ctx(c);
+    size_t block = c->count * x.es, total = block * (size_t)x.n;
+    int me = x.comm->rank;
+    const unsigned char *send = c->sendbuff;
+    unsigned char *recv = c->recvbuff, *copy = NULL;
+    if (c->sendbuff == c->recvbuff && x.n > 1) { /* in place: peers read what we overwrite */
+        if (!(copy = temp_alloc(total)))
+            return occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", total);
+        memcpy(copy, send, total);
+        send = copy;
+    }
+    memmove(recv + (size_t)me * block, send + (size_t)me * block, block);
+    occl_xfer *xf = calloc((size_t)(2 * x.n), sizeof *xf);
+    occlResult_t res = xf ? occlSuccess : occl_fail(occlSystemError, "out of memory");
+    int m = 0;
+    for (int j = 0; j < x.n && xf; j++)
+        if (j != me) {
+            xf[m++] = send_x(j, send + (size_t)j * block, block);
+            xf[m++] = recv_x(j, recv + (size_t)j * block, block);
+        }
+    if (res == occlSuccess && m)
+        res = occl_xfers_run(x.comm, xf, m);
+    free(xf);
+    if (copy)
+        orFree(copy);
+    return res;
+}
+
+static occlResult_t gather_scatter(const occl_call *c, bool gather)
+{
+    ctx x = make_ctx(c);
+    size_t block = c->count * x.es;
+    int me = x.comm->rank;
+    if (me != c->root) {
+        occl_xfer one = gather ? send_x(c->root, c->sendbuff, block) : recv_x(c->root, c->recvbuff, block);
+        return occl_xfers_run(x.comm, &one, 1);
+    }
+    unsigned char *all = gather ? c->recvbuff : (unsigned char *)c->sendbuff;
+    if (gather)
+        memmove(all + (size_t)me * block, c->sendbuff, block);
+    else
+        memmove(c->recvbuff, all + (size_t)me * block, block);
+    occl_xfer *xf = calloc((size_t)x.n, sizeof *xf);
+    if (!xf)
+        return occl_fail(occlSystemError, "out of memory");
+    int m = 0;
+    for (int j = 0; j < x.n; j++)
+        if (j != me)
+            xf[m++] = gather ? recv_x(j, all + (size_t)j * block, block) : send_x(j, all + (size_t)j * block, block);
+    occlResult_t res = m ? occl_xfers_run(x.comm, xf, m) : occlSuccess;
+    free(xf);
+    return res;
+}
+
+occlResult_t occl_run_call(occl_call *c)
+{
+    OCCL_INFO("rank %d: %s of %zu x %s", c->comm->rank, occl_coll_name(c->coll), c->count,
+              occl_type_name(c->type));
+    if (c->count == 0)
+        return occlSuccess; /* every rank sees the same count: nothing to exchange */
+    switch (c->coll) {
+    case OCCL_COLL_ALLREDUCE: return all_reduce(c, c->recvbuff);
+    case OCCL_COLL_BROADCAST: return broadcast(c);
+    case OCCL_COLL_REDUCE: return reduce(c);
+    case OCCL_COLL_ALLGATHER: return all_gather(c);
+    case OCCL_COLL_REDUCESCATTER: return reduce_scatter(c);
+    case OCCL_COLL_ALLTOALL: return all_to_all(c);
+    case OCCL_COLL_GATHER: return gather_scatter(c, true);
+    case OCCL_COLL_SCATTER: return gather_scatter(c, false);
+    case OCCL_COLL_SEND:
+    case OCCL_COLL_RECV: return occl_run_calls(c, 1);
+    }
+    return occl_fail(occlInternalError, "unknown collective");
+}
+
+occlResult_t occl_run_calls(occl_call *calls, int n)
+{
+    occl_xfer *xf = calloc((size_t)n, sizeof *xf);
+    if (!xf)
+        return occl_fail(occlSystemError, "out of memory");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = calls[i].count * occl_type_size(calls[i].type);
+        xf[i] = calls[i].coll == OCCL_COLL_SEND ? send_x(calls[i].root, calls[i].sendbuff, bytes)
+                                                : recv_x(calls[i].root, calls[i].recvbuff, bytes);
+    }
+    occlResult_t res = occl_xfers_run(calls[0].comm, xf, n);
+    free(xf);
+    return res;
+}

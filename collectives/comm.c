@@ -1,0 +1,648 @@
+/*
+ * collectives/comm.c - communicators: unique ids, the bootstrap that turns
+ * (id, rank) pairs into a communicator, and its lifetime.
+ *
+ * Bootstrap: every rank sends a registration (its world rank, node, device
+ * and where its control block is) to the process that made the unique id,
+ * which answers each with the whole table once all nranks registered. Ranks
+ * in the root's own process register locally, so a one-process communicator
+ * (occlCommInitAll, or a job without MPI) never touches MPI. Inits inside
+ * occlGroupStart/End are deferred to occlGroupEnd and run together, so one
+ * thread can create the communicators of all its devices.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "group.h"
+#include "occl_internal.h"
+
+#define ID_MAGIC 0x4f43434c55494431ULL /* "OCCLUID1" */
+enum { TAG_REGISTER = 0x0ff00000, TAG_TABLE = 0x0fe00000 }; /* above every comm slot */
+
+typedef struct unique_id {
+    uint64_t magic;
+    uint64_t job_id;
+    uint64_t id;
+    int32_t root; /* world rank of the process that made it */
+} unique_id;
+_Static_assert(sizeof(unique_id) <= OCCL_UNIQUE_ID_BYTES, "id fits");
+
+typedef struct registration {
+    uint64_t id;
+    int32_t nranks, rank, world_rank, node, device;
+    or_mem_ref ctrl_ref;
+    uint8_t slots_used[OCCL_TAG_SLOTS + 1]; /* tag slots this process has in use */
+} registration;
+
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t slots_used[OCCL_TAG_SLOTS + 1];
+
+/* ---- errors and logging ---------------------------------------------------- */
+
+occl_log_level occl_log_threshold = OCCL_LOG_WARN;
+static _Thread_local char thread_error[256];
+
+void occl_log(occl_log_level level, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "occl %s: %s\n", level == OCCL_LOG_WARN ? "WARN" : "INFO", line);
+}
+
+occlResult_t occl_fail(occlResult_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(thread_error, sizeof thread_error, fmt, ap);
+    va_end(ap);
+    OCCL_INFO("%s: %s", occlGetErrorString(res), thread_error);
+    return res;
+}
+
+const char *occlGetErrorString(occlResult_t result)
+{
+    switch (result) {
+    case occlSuccess: return "no error";
+    case occlUnhandledDeviceError: return "unhandled device (runtime) error";
+    case occlSystemError: return "unhandled system error (out of memory, MPI failure)";
+    case occlInternalError: return "internal error";
+    case occlInvalidArgument: return "invalid argument";
+    case occlInvalidUsage: return "invalid usage";
+    case occlRemoteError: return "remote process exited or there was a network error";
+    case occlInProgress: return "operation in progress";
+    case occlTimeout: return "timed out waiting for peers (OCCL_TIMEOUT_MS)";
+    default: return "unknown result code";
+    }
+}
+
+const char *occlGetLastError(occlComm_t comm)
+{
+    if (comm && occl_comm_valid(comm) && comm->last_error[0])
+        return comm->last_error;
+    return thread_error;
+}
+
+occlResult_t occlGetVersion(int *version)
+{
+    if (!version)
+        return occl_fail(occlInvalidArgument, "version is NULL");
+    *version = OCCL_VERSION_CODE;
+    return occlSuccess;
+}
+
+uint64_t occl_deadline(void)
+{
+    static uint64_t timeout_ns;
+    if (!timeout_ns) {
+        const char *env = getenv("OCCL_TIMEOUT_MS");
+        char *end;
+        long long ms = env ? strtoll(env, &end, 10) : 0;
+        if (!env || *end || ms <= 0)
+            ms = 300000; /* five minutes, as generous as a training step needs */
+        timeout_ns = (uint64_t)ms * 1000000u;
+        const char *dbg = getenv("OCCL_DEBUG");
+        if (dbg && strcmp(dbg, "INFO") == 0)
+            occl_log_threshold = OCCL_LOG_INFO;
+        if (dbg && strcmp(dbg, "TRACE") == 0)
+            occl_log_threshold = OCCL_LOG_TRACE;
+    }
+    return or_now_ns() + timeout_ns;
+}
+
+bool occl_comm_valid(occlComm_t comm) { return comm && comm->magic == OCCL_COMM_MAGIC; }
+
+void occl_comm_set_error(occlComm_t comm, occlResult_t res)
+{
+    int none = occlSuccess;
+    atomic_compare_exchange_strong(&comm->async_error, &none, (int)res);
+    snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
+}
+
+/* ---- unique ids -------------------------------------------------------------- */
+
+occlResult_t occlGetUniqueId(occlUniqueId *uniqueId)
+{
+    if (!uniqueId)
+        return occl_fail(occlInvalidArgument, "uniqueId is NULL");
+    or_job_view job;
+    if (or_job(&job) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
+    unique_id u = {ID_MAGIC, job.job_id, 0, job.rank};
+    if (getrandom(&u.id, sizeof u.id, 0) != sizeof u.id)
+        return occl_fail(occlSystemError, "no random numbers");
+    memset(uniqueId, 0, sizeof *uniqueId);
+    memcpy(uniqueId->internal, &u, sizeof u);
+    return occlSuccess;
+}
+
+/* ---- bootstrap --------------------------------------------------------------- */
+
+/* Local registrations waiting for their root in this process. */
+static pthread_mutex_t boot_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct pending_init {
+    occlComm_t *out;
+    int nranks, rank, device;
+    unique_id uid;
+    occlComm_t comm;
+    registration reg;
+} pending_init;
+
+static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
+{
+    occlComm_t c = calloc(1, sizeof *c);
+    if (!c)
+        return occl_fail(occlSystemError, "out of memory");
+    c->nranks = pi->nranks;
+    c->rank = pi->rank;
+    c->device = pi->device;
+    c->id = pi->uid.id;
+    c->job = *job;
+    c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
+    c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
+    c->ctrl_bytes = sizeof(occl_ctrl) + 2 * (size_t)pi->nranks * sizeof(occl_slot);
+    pthread_mutex_init(&c->lock, NULL);
+    pi->comm = c;
+    if (!c->peers || !c->ring)
+        return occl_fail(occlSystemError, "out of memory");
+    /* The control block lives in device memory, which the node shares. */
+    int prev;
+    if (orGetDevice(&prev) != orSuccess || orSetDevice(pi->device) != orSuccess ||
+        orMalloc((void **)&c->ctrl, c->ctrl_bytes) != orSuccess) {
+        orSetDevice(prev);
+        return occl_fail(occlUnhandledDeviceError, "cannot allocate %zu bytes on device %d",
+                         c->ctrl_bytes, pi->device);
+    }
+    orSetDevice(prev);
+    memset(c->ctrl, 0, c->ctrl_bytes); /* strict mode aside, device memory is host memory */
+    c->ctrl->magic = OCCL_COMM_MAGIC;
+    pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}};
+    if (or_mem_export(c->ctrl, c->ctrl_bytes, &pi->reg.ctrl_ref) != orSuccess)
+        return occl_fail(occlInternalError, "control block not exportable");
+    pthread_mutex_lock(&slots_lock);
+    memcpy(pi->reg.slots_used, slots_used, sizeof slots_used);
+    pthread_mutex_unlock(&slots_lock);
+    return occlSuccess;
+}
+
+static void comm_free(occlComm_t c)
+{
+    if (!c)
+        return;
+    if (c->ctrl)
+        orFree(c->ctrl);
+    if (c->tag_slot) {
+        pthread_mutex_lock(&slots_lock);
+        if (slots_used[c->tag_slot])
+            slots_used[c->tag_slot]--;
+        pthread_mutex_unlock(&slots_lock);
+    }
+    pthread_mutex_destroy(&c->lock);
+    free(c->premul);
+    free(c->peers);
+    free(c->ring);
+    c->magic = 0;
+    free(c);
+}
+
+/* Fill comm from the table of all registrations (slot first, then ranks). */
+static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot)
+{
+    c->tag_slot = slot;
+    c->tag_base = slot << 20;
+    if (slot) {
+        pthread_mutex_lock(&slots_lock);
+        slots_used[slot]++;
+        pthread_mutex_unlock(&slots_lock);
+    }
+    for (int r = 0; r < c->nranks; r++) {
+        occl_peer *p = &c->peers[r];
+        p->world_rank = table[r].world_rank;
+        p->device = table[r].device;
+        p->node = table[r].node;
+        p->ctrl_ref = table[r].ctrl_ref;
+        p->ctrl = p->node == c->job.node ? or_mem_import(&p->ctrl_ref) : NULL;
+        if (p->node == c->job.node && !p->ctrl)
+            return occl_fail(occlInternalError, "cannot map rank %d's control block", r);
+    }
+    /* Ring: by node, then rank, so it leaves each node once. */
+    for (int r = 0; r < c->nranks; r++)
+        c->ring[r] = r;
+    for (int i = 1; i < c->nranks; i++)
+        for (int j = i; j > 0; j--) {
+            occl_peer *a = &c->peers[c->ring[j - 1]], *b = &c->peers[c->ring[j]];
+            if (a->node < b->node || (a->node == b->node && c->ring[j - 1] < c->ring[j]))
+                break;
+            int t = c->ring[j];
+            c->ring[j] = c->ring[j - 1];
+            c->ring[j - 1] = t;
+        }
+    for (int i = 0; i < c->nranks; i++)
+        if (c->ring[i] == c->rank)
+            c->ring_pos = i;
+    c->magic = OCCL_COMM_MAGIC;
+    OCCL_INFO("comm %016llx rank %d/%d on device %d, world rank %d, node %d, tag slot %d",
+              (unsigned long long)c->id, c->rank, c->nranks, c->device, c->job.rank,
+              c->job.node, slot);
+    return occlSuccess;
+}
+
+/* Wait for an MPI request with back-off and the OCCL deadline. */
+static occlResult_t wait_request(MPI_Request *req, uint64_t deadline)
+{
+    for (unsigned spin = 0;; spin++) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return occl_fail(occlRemoteError, "bootstrap message failed");
+        if (done)
+            return occlSuccess;
+        if (or_now_ns() > deadline) {
+            MPI_Cancel(req);
+            MPI_Request_free(req);
+            return occl_fail(occlTimeout, "bootstrap: peers did not register within "
+                                          "OCCL_TIMEOUT_MS");
+        }
+        if (spin < 1000)
+            sched_yield();
+        else
+            usleep(50);
+    }
+}
+
+/* Bootstrap every pending init of this thread's group together. */
+static occlResult_t bootstrap(pending_init *pi, int n)
+{
+    or_job_view job;
+    if (or_job(&job) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
+    occlResult_t res = occlSuccess;
+    for (int i = 0; i < n && res == occlSuccess; i++)
+        res = comm_alloc(&pi[i], &job);
+    uint64_t deadline = occl_deadline();
+
+    /* Each distinct id is one communicator being made. */
+    for (int i = 0; i < n && res == occlSuccess; i++) {
+        if (pi[i].comm && pi[i].comm->magic == OCCL_COMM_MAGIC)
+            continue; /* set up already, with an earlier entry of the same id */
+        unique_id *u = &pi[i].uid;
+        int nranks = pi[i].nranks;
+        int local = 0;
+        for (int k = 0; k < n; k++)
+            if (pi[k].uid.id == u->id)
+                local++;
+        bool root = u->root == job.rank;
+        if (!job.mpi && (!root || local != nranks))
+            return occl_fail(occlInvalidUsage, "a communicator of %d ranks needs an MPI job "
+                                               "(%d ranks are in this process)", nranks, local);
+        if (job.mpi && nranks > OCCL_MAX_MPI_RANKS && local != nranks)
+            return occl_fail(occlInvalidUsage, "communicators across processes have at most %d "
+                                               "ranks", OCCL_MAX_MPI_RANKS);
+        int tag_reg = TAG_REGISTER | (int)(u->id & 0xfffff);
+        int tag_table = TAG_TABLE | (int)(u->id & 0xfffff);
+        registration *table = calloc((size_t)nranks, sizeof *table);
+        int slot = 0;
+        if (!table)
+            return occl_fail(occlSystemError, "out of memory");
+        if (root) {
+            bool *seen = calloc((size_t)nranks, sizeof *seen);
+            int *reply_to = calloc((size_t)nranks, sizeof *reply_to);
+            if (!seen || !reply_to)
+                res = occl_fail(occlSystemError, "out of memory");
+            for (int k = 0; k < n && res == occlSuccess; k++)
+                if (pi[k].uid.id == u->id) {
+                    table[pi[k].rank] = pi[k].reg;
+                    seen[pi[k].rank] = true;
+                    reply_to[pi[k].rank] = -1;
+                }
+            for (int got = local; got < nranks && res == occlSuccess; got++) {
+                registration r;
+                MPI_Request req;
+                MPI_Status st;
+                MPI_Irecv(&r, sizeof r, MPI_BYTE, MPI_ANY_SOURCE, tag_reg, job.comm, &req);
+                for (unsigned spin = 0;; spin++) {
+                    int done = 0;
+                    MPI_Test(&req, &done, &st);
+                    if (done)
+                        break;
+                    if (or_now_ns() > deadline) {
+                        MPI_Cancel(&req);
+                        MPI_Request_free(&req);
+                        res = occl_fail(occlTimeout, "bootstrap: %d of %d ranks registered "
+                                                     "within OCCL_TIMEOUT_MS", got, nranks);
+                        break;
+                    }
+                    if (spin < 1000)
+                        sched_yield();
+                    else
+                        usleep(50);
+                }
+                if (res != occlSuccess)
+                    break;
+                if (r.id != u->id || r.nranks != nranks || r.rank < 0 || r.rank >= nranks ||
+                    seen[r.rank]) {
+                    res = occl_fail(occlInvalidUsage, "bootstrap: rank %d registered twice or "
+                                                      "with another rank count (%d, not %d)",
+                                    r.rank, r.nranks, nranks);
+                    break;
+                }
+                table[r.rank] = r;
+                seen[r.rank] = true;
+                reply_to[r.rank] = st.MPI_SOURCE;
+            }
+            if (res == occlSuccess) {
+                /* The lowest tag slot no member process uses. */
+                for (slot = 1; slot <= OCCL_TAG_SLOTS; slot++) {
+                    bool free_everywhere = true;
+                    for (int r = 0; r < nranks && free_everywhere; r++)
+                        free_everywhere = !table[r].slots_used[slot];
+                    if (free_everywhere)
+                        break;
+                }
+                if (slot > OCCL_TAG_SLOTS)
+                    res = occl_fail(occlSystemError, "too many communicators at once");
+            }
+            /* Answer everyone, also with a failure, so nobody waits for nothing. */
+            int32_t header[2] = {res == occlSuccess ? slot : -1, (int32_t)res};
+            for (int r = 0; r < nranks && reply_to; r++) {
+                if (!seen || !seen[r] || reply_to[r] < 0)
+                    continue;
+                MPI_Request reqs[2];
+                MPI_Isend(header, 2, MPI_INT32_T, reply_to[r], tag_table, job.comm, &reqs[0]);
+                MPI_Isend(table, nranks * (int)sizeof *table, MPI_BYTE, reply_to[r], tag_table,
+                          job.comm, &reqs[1]);
+                if (wait_request(&reqs[0], deadline) != occlSuccess ||
+                    wait_request(&reqs[1], deadline) != occlSuccess)
+                    res = occlRemoteError;
+            }
+            free(seen);
+            free(reply_to);
+        } else {
+            /* Register every local rank of this id with the root, then read the table. */
+            for (int k = 0; k < n && res == occlSuccess; k++) {
+                if (pi[k].uid.id != u->id)
+                    continue;
+                MPI_Request req;
+                MPI_Isend(&pi[k].reg, sizeof pi[k].reg, MPI_BYTE, u->root, tag_reg, job.comm, &req);
+                res = wait_request(&req, deadline);
+            }
+            for (int k = 0; k < n && res == occlSuccess; k++) {
+                if (pi[k].uid.id != u->id)
+                    continue;
+                int32_t header[2];
+                MPI_Request req;
+                MPI_Irecv(header, 2, MPI_INT32_T, u->root, tag_table, job.comm, &req);
+                res = wait_request(&req, deadline);
+                if (res == occlSuccess) {
+                    MPI_Irecv(table, nranks * (int)sizeof *table, MPI_BYTE, u->root, tag_table,
+                              job.comm, &req);
+                    res = wait_request(&req, deadline);
+                }
+                if (res == occlSuccess && header[0] < 0)
+                    res = occl_fail((occlResult_t)header[1], "bootstrap failed at the root");
+                slot = header[0];
+            }
+        }
+        for (int k = 0; k < n && res == occlSuccess; k++)
+            if (pi[k].uid.id == u->id)
+                res = comm_setup(pi[k].comm, table, slot);
+        free(table);
+    }
+    if (res != occlSuccess)
+        for (int i = 0; i < n; i++) {
+            comm_free(pi[i].comm);
+            pi[i].comm = NULL;
+        }
+    for (int i = 0; i < n; i++)
+        if (res == occlSuccess)
+            *pi[i].out = pi[i].comm;
+    return res;
+}
+
+static occlResult_t check_init(occlComm_t *comm, int nranks, const occlUniqueId *commId,
+                               int rank, unique_id *u, int *device)
+{
+    if (!comm)
+        return occl_fail(occlInvalidArgument, "comm is NULL");
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return occl_fail(occlInvalidArgument, "rank %d is not in [0, %d)", rank, nranks);
+    memcpy(u, commId->internal, sizeof *u);
+    or_job_view job;
+    if (or_job(&job) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
+    if (u->magic != ID_MAGIC || u->job_id != job.job_id || u->root < 0 || u->root >= job.nranks)
+        return occl_fail(occlInvalidArgument, "commId was not made by occlGetUniqueId in this "
+                                              "job");
+    if (orGetDevice(device) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "no current device");
+    return occlSuccess;
+}
+
+occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank)
+{
+    pending_init pi = {comm, nranks, rank, 0, {0}, NULL, {0}};
+    occlResult_t res = check_init(comm, nranks, &commId, rank, &pi.uid, &pi.device);
+    if (res != occlSuccess)
+        return res;
+    if (occl_group_depth() > 0)
+        return occl_group_add_init(&pi, sizeof pi);
+    pthread_mutex_lock(&boot_lock);
+    res = bootstrap(&pi, 1);
+    pthread_mutex_unlock(&boot_lock);
+    return res;
+}
+
+occlResult_t occl_group_run_inits(void *inits, int n)
+{
+    pthread_mutex_lock(&boot_lock);
+    occlResult_t res = bootstrap(inits, n);
+    pthread_mutex_unlock(&boot_lock);
+    return res;
+}
+
+occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist)
+{
+    if (!comms || ndev < 1)
+        return occl_fail(occlInvalidArgument, "comms is NULL or ndev %d < 1", ndev);
+    int count;
+    if (orGetDeviceCount(&count) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
+    for (int i = 0; i < ndev; i++) {
+        int d = devlist ? devlist[i] : i;
+        if (d < 0 || d >= count)
+            return occl_fail(occlInvalidArgument, "device %d of devlist is not in [0, %d)", d, count);
+        for (int j = 0; j < i; j++)
+            if ((devlist ? devlist[j] : j) == d)
+                return occl_fail(occlInvalidArgument, "device %d appears twice in devlist", d);
+    }
+    occlUniqueId id;
+    occlResult_t res = occlGetUniqueId(&id);
+    if (res != occlSuccess)
+        return res;
+    pending_init *pi = calloc((size_t)ndev, sizeof *pi);
+    if (!pi)
+        return occl_fail(occlSystemError, "out of memory");
+    for (int i = 0; i < ndev && res == occlSuccess; i++) {
+        pi[i].out = &comms[i];
+        pi[i].nranks = ndev;
+        pi[i].rank = i;
+        pi[i].device = devlist ? devlist[i] : i;
+        memcpy(&pi[i].uid, id.internal, sizeof pi[i].uid);
+    }
+    res = occl_group_run_inits(pi, ndev);
+    free(pi);
+    return res;
+}
+
+/* ---- lifetime ---------------------------------------------------------------- */
+
+occlResult_t occlCommFinalize(occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    /* Wait for the communicator's queued work: it is on its device. */
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    orError_t err = orDeviceSynchronize();
+    orSetDevice(prev);
+    comm->finalized = true;
+    if (err != orSuccess && err != orErrorTimeout && err != orErrorRemote)
+        return occl_fail(occlUnhandledDeviceError, "%s", orGetErrorString(err));
+    int async = atomic_load(&comm->async_error);
+    return (occlResult_t)async;
+}
+
+occlResult_t occlCommDestroy(occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    if (!comm->finalized) {
+        occlResult_t res = occlCommFinalize(comm);
+        (void)res; /* a failed communicator is still destroyed */
+    }
+    pthread_mutex_lock(&comm->lock); /* no task of it is running */
+    pthread_mutex_unlock(&comm->lock);
+    comm_free(comm);
+    return occlSuccess;
+}
+
+occlResult_t occlCommAbort(occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    /* Running and queued tasks see the error and stop at their next wait. */
+    int none = occlSuccess;
+    atomic_compare_exchange_strong(&comm->async_error, &none, (int)occlRemoteError);
+    comm->finalized = true;
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    orDeviceSynchronize();
+    orSetDevice(prev);
+    pthread_mutex_lock(&comm->lock);
+    pthread_mutex_unlock(&comm->lock);
+    comm_free(comm);
+    return occlSuccess;
+}
+
+occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError)
+{
+    if (!occl_comm_valid(comm) || !asyncError)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or asyncError is NULL");
+    *asyncError = (occlResult_t)atomic_load(&comm->async_error);
+    return occlSuccess;
+}
+
+occlResult_t occlCommCount(const occlComm_t comm, int *count)
+{
+    if (!occl_comm_valid(comm) || !count)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or count is NULL");
+    *count = comm->nranks;
+    return occlSuccess;
+}
+
+occlResult_t occlCommDevice(const occlComm_t comm, int *device)
+{
+    if (!occl_comm_valid(comm) || !device)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or device is NULL");
+    *device = comm->device;
+    return occlSuccess;
+}
+
+occlResult_t occlCommUserRank(const occlComm_t comm, int *rank)
+{
+    if (!occl_comm_valid(comm) || !rank)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or rank is NULL");
+    *rank = comm->rank;
+    return occlSuccess;
+}
+
+/* ---- reduction operators ------------------------------------------------------ */
+
+bool occl_redop_lookup(occlComm_t comm, occlRedOp_t op, occlDataType_t t, occl_call *call)
+{
+    int avg = 0;
+    call->device_scalar = NULL;
+    if (occl_redop_builtin(op, &call->op, &avg) == 0) {
+        call->avg = avg;
+        return true;
+    }
+    int i = (int)op - occlNumOps;
+    if (i < 0 || i >= comm->npremul || !comm->premul[i].used || comm->premul[i].type != t)
+        return false;
+    call->op = comm->premul[i].op;
+    call->avg = false;
+    if (comm->premul[i].residence == occlScalarDevice)
+        call->device_scalar = comm->premul[i].device_scalar;
+    return true;
+}
+
+occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t *op, void *scalar, occlDataType_t datatype,
+                                      occlScalarResidence_t residence, occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    if (!op || !scalar || (unsigned)datatype >= occlNumTypes ||
+        (residence != occlScalarDevice && residence != occlScalarHostImmediate))
+        return occl_fail(occlInvalidArgument, "op or scalar is NULL, or the type or residence is "
+                                              "unknown");
+    if (residence == occlScalarDevice) {
+        or_mem_ref ref;
+        if (or_mem_export(scalar, occl_type_size(datatype), &ref) != orSuccess)
+            return occl_fail(occlInvalidArgument, "a device-resident scalar must be device memory");
+    }
+    int i = 0;
+    while (i < comm->npremul && comm->premul[i].used)
+        i++;
+    if (i == comm->npremul) {
+        struct occl_premul_op *grown = realloc(comm->premul, (size_t)(i + 1) * sizeof *grown);
+        if (!grown)
+            return occl_fail(occlSystemError, "out of memory");
+        comm->premul = grown;
+        comm->npremul++;
+    }
+    comm->premul[i] = (struct occl_premul_op){true, datatype, residence, scalar,
+                                              occl_redop_premulsum(scalar, datatype)};
+    *op = (occlRedOp_t)(occlNumOps + i);
+    return occlSuccess;
+}
+
+occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    int i = (int)op - occlNumOps;
+    if (i < 0 || i >= comm->npremul || !comm->premul[i].used)
+        return occl_fail(occlInvalidArgument, "op %d was not made by occlRedOpCreatePreMulSum on "
+                                              "this communicator", (int)op);
+    comm->premul[i].used = false;
+    return occlSuccess;
+}

@@ -1,0 +1,342 @@
+/*
+ * collectives/enqueue.c - the public collective calls: check the arguments,
+ * pack the call, and hand it to the stream as a host function (or keep it
+ * for occlGroupEnd). One enqueue path for every collective.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "group.h"
+#include "occl_internal.h"
+
+static _Thread_local struct {
+    int depth;
+    unsigned char *inits;
+    size_t init_size;
+    int ninits, cap_inits;
+    occl_call *calls;
+    int ncalls, cap_calls;
+    occlResult_t error; /* the first failure inside the group, reported at its end */
+} grp;
+
+int occl_group_depth(void) { return grp.depth; }
+
+occlResult_t occl_group_add_init(const void *init, size_t size)
+{
+    if (grp.ninits == grp.cap_inits) {
+        int cap = grp.cap_inits ? 2 * grp.cap_inits : 4;
+        unsigned char *grown = realloc(grp.inits, (size_t)cap * size);
+        if (!grown)
+            return occl_fail(occlSystemError, "out of memory");
+        grp.inits = grown;
+        grp.cap_inits = cap;
+    }
+    grp.init_size = size;
+    memcpy(grp.inits + (size_t)grp.ninits++ * size, init, size);
+    return occlSuccess;
+}
+
+/* ---- tasks ------------------------------------------------------------------- */
+
+typedef struct occl_task {
+    int n;
+    occl_call calls[];
+} occl_task;
+
+static orError_t stream_error_of(occlResult_t res)
+{
+    return res == occlTimeout ? orErrorTimeout : res == occlRemoteError ? orErrorRemote : orErrorUnknown;
+}
+
+/* Runs on the communicator's device, in stream order. */
+static void task_main(void *arg)
+{
+    occl_task *t = arg;
+    occlComm_t comm = t->calls[0].comm;
+    pthread_mutex_lock(&comm->lock);
+    occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
+    if (res != occlSuccess)
+        occl_fail(res, "the communicator failed earlier; call skipped");
+    for (int i = 0; i < t->n && res == occlSuccess;) {
+        /* Consecutive sends and receives progress together (no ordering deadlock). */
+        int j = i;
+        while (j < t->n && (t->calls[j].coll == OCCL_COLL_SEND || t->calls[j].coll == OCCL_COLL_RECV))
+            j++;
+        if (j > i) {
+            res = occl_run_calls(&t->calls[i], j - i);
+            i = j;
+        } else {
+            res = occl_run_call(&t->calls[i]);
+            i++;
+        }
+    }
+    if (res != occlSuccess) {
+        occl_comm_set_error(comm, res);
+        or_stream_fail(t->calls[0].stream, stream_error_of(res));
+        OCCL_WARN("rank %d: %s failed: %s", comm->rank, occl_coll_name(t->calls[0].coll),
+                  comm->last_error);
+    }
+    pthread_mutex_unlock(&comm->lock);
+    free(t);
+}
+
+static occlResult_t launch(occl_call *calls, int n)
+{
+    occl_task *t = malloc(sizeof *t + (size_t)n * sizeof *calls);
+    if (!t)
+        return occl_fail(occlSystemError, "out of memory");
+    t->n = n;
+    memcpy(t->calls, calls, (size_t)n * sizeof *calls);
+    /* A NULL stream is the default stream of the device current at the call,
+     * which a group may have changed since. */
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(calls[0].stream_device);
+    orError_t err = orLaunchHostFunc(calls[0].stream, task_main, t);
+    orSetDevice(prev);
+    if (err != orSuccess) {
+        free(t);
+        return occl_fail(occlUnhandledDeviceError, "cannot enqueue on the stream");
+    }
+    return occlSuccess;
+}
+
+occlResult_t occlGroupStart(void)
+{
+    if (grp.depth++ == 0)
+        grp.error = occlSuccess;
+    return occlSuccess;
+}
+
+occlResult_t occlGroupEnd(void)
+{
+    if (grp.depth == 0)
+        return occl_fail(occlInvalidUsage, "occlGroupEnd without occlGroupStart");
+    if (--grp.depth > 0)
+        return occlSuccess;
+    occlResult_t res = grp.error;
+    if (res == occlSuccess && grp.ninits)
+        res = occl_group_run_inits(grp.inits, grp.ninits);
+    /* One task per communicator, on the stream of its first call. */
+    for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
+        occl_call *c = &grp.calls[i];
+        if (!c->comm)
+            continue; /* taken into an earlier task */
+        int n = 0;
+        occl_call *mine = malloc((size_t)grp.ncalls * sizeof *mine);
+        if (!mine) {
+            res = occl_fail(occlSystemError, "out of memory");
+            break;
+        }
+        for (int j = i; j < grp.ncalls; j++)
+            if (grp.calls[j].comm == c->comm) {
+                if ((grp.calls[j].stream != c->stream ||
+                     grp.calls[j].stream_device != c->stream_device) && res == occlSuccess)
+                    res = occl_fail(occlInvalidUsage, "calls of one communicator in a group must "
+                                                      "use one stream");
+                mine[n++] = grp.calls[j];
+                if (j != i)
+                    grp.calls[j].comm = NULL;
+            }
+        c->comm = NULL;
+        if (res == occlSuccess)
+            res = launch(mine, n);
+        free(mine);
+    }
+    free(grp.inits);
+    free(grp.calls);
+    memset(&grp, 0, sizeof grp);
+    return res;
+}
+
+/* ---- argument checks -------------------------------------------------------- */
+
+static bool has_root(occl_coll c)
+{
+    return c == OCCL_COLL_BROADCAST || c == OCCL_COLL_REDUCE || c == OCCL_COLL_GATHER ||
+           c == OCCL_COLL_SCATTER || c == OCCL_COLL_SEND || c == OCCL_COLL_RECV;
+}
+
+/* Elements each buffer holds, per the call's shape. */
+static void buffer_counts(const occl_call *c, int n, size_t *send, size_t *recv, bool *overflow)
+{
+    size_t cnt = c->count, big = cnt * (size_t)n;
+    *send = *recv = 0;
+    *overflow = n > 0 && cnt > SIZE_MAX / (size_t)n;
+    bool root = c->comm->rank == c->root;
+    switch (c->coll) {
+    case OCCL_COLL_ALLREDUCE: *send = cnt; *recv = cnt; break;
+    case OCCL_COLL_BROADCAST: *send = root ? cnt : 0; *recv = cnt; break;
+    case OCCL_COLL_REDUCE: *send = cnt; *recv = root ? cnt : 0; break;
+    case OCCL_COLL_ALLGATHER: *send = cnt; *recv = big; break;
+    case OCCL_COLL_REDUCESCATTER: *send = big; *recv = cnt; break;
+    case OCCL_COLL_ALLTOALL: *send = big; *recv = big; break;
+    case OCCL_COLL_GATHER: *send = cnt; *recv = root ? big : 0; break;
+    case OCCL_COLL_SCATTER: *send = root ? big : 0; *recv = cnt; break;
+    case OCCL_COLL_SEND: *send = cnt; *recv = 0; break;
+    case OCCL_COLL_RECV: *send = 0; *recv = cnt; break;
+    }
+}
+
+static occlResult_t check_buffer(const occl_call *c, const void *buf, size_t elems, const char *name)
+{
+    if (!elems)
+        return occlSuccess;
+    size_t bytes = elems * occl_type_size(c->type);
+    if (!buf)
+        return occl_fail(occlInvalidArgument, "%s: %s is NULL", occl_coll_name(c->coll), name);
+    if (bytes / occl_type_size(c->type) != elems)
+        return occl_fail(occlInvalidArgument, "%s: %zu elements overflow", occl_coll_name(c->coll), elems);
+    or_mem_ref ref;
+    if (or_mem_export(buf, bytes, &ref) != orSuccess)
+        return occl_fail(occlInvalidArgument, "%s: %s (%zu bytes) is not device memory of this "
+                                              "rank", occl_coll_name(c->coll), name, bytes);
+    if (ref.device != c->comm->device)
+        return occl_fail(occlInvalidUsage, "%s: %s is memory of device %d, the communicator's is "
+                                           "device %d", occl_coll_name(c->coll), name, ref.device,
+                         c->comm->device);
+    return occlSuccess;
+}
+
+static occlResult_t enqueue(occl_call *c)
+{
+    occlResult_t res = occlSuccess;
+    if (!occl_comm_valid(c->comm))
+        res = occl_fail(occlInvalidArgument, "%s: comm is not a live communicator",
+                        occl_coll_name(c->coll));
+    else if (c->comm->finalized)
+        res = occl_fail(occlInvalidUsage, "%s: the communicator is finalized", occl_coll_name(c->coll));
+    else if ((unsigned)c->type >= occlNumTypes)
+        res = occl_fail(occlInvalidArgument, "%s: unknown data type %d", occl_coll_name(c->coll), (int)c->type);
+    else if (has_root(c->coll) && (c->root < 0 || c->root >= c->comm->nranks))
+        res = occl_fail(occlInvalidArgument, "%s: %s %d is not in [0, %d)", occl_coll_name(c->coll),
+                        c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV ? "peer" : "root",
+                        c->root, c->comm->nranks);
+    else if ((c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV) && c->root == c->comm->rank)
+        res = occl_fail(occlInvalidUsage, "%s: peer is this rank", occl_coll_name(c->coll));
+    if (res == occlSuccess) {
+        int dev = -1;
+        if (or_stream_device(c->stream, &dev) != orSuccess)
+            res = occl_fail(occlInvalidArgument, "%s: invalid stream", occl_coll_name(c->coll));
+        else if (dev != c->comm->device)
+            res = occl_fail(occlInvalidUsage, "%s: the stream is on device %d, the communicator "
+                                              "on device %d", occl_coll_name(c->coll), dev,
+                            c->comm->device);
+        c->stream_device = dev;
+    }
+    if (res == occlSuccess) {
+        size_t send, recv;
+        bool overflow;
+        buffer_counts(c, c->comm->nranks, &send, &recv, &overflow);
+        if (overflow)
+            res = occl_fail(occlInvalidArgument, "%s: count %zu times %d ranks overflows",
+                            occl_coll_name(c->coll), c->count, c->comm->nranks);
+        if (res == occlSuccess)
+            res = check_buffer(c, c->sendbuff, send, "sendbuff");
+        if (res == occlSuccess)
+            res = check_buffer(c, c->recvbuff, recv, "recvbuff");
+    }
+    if (res != occlSuccess) {
+        if (grp.depth && grp.error == occlSuccess)
+            grp.error = res;
+        return res;
+    }
+    if (grp.depth) {
+        if (grp.ncalls == grp.cap_calls) {
+            int cap = grp.cap_calls ? 2 * grp.cap_calls : 8;
+            occl_call *grown = realloc(grp.calls, (size_t)cap * sizeof *grown);
+            if (!grown)
+                return occl_fail(occlSystemError, "out of memory");
+            grp.calls = grown;
+            grp.cap_calls = cap;
+        }
+        grp.calls[grp.ncalls++] = *c;
+        return occlSuccess;
+    }
+    return launch(c, 1);
+}
+
+static occlResult_t with_op(occl_call *c, occlRedOp_t op)
+{
+    if (!occl_comm_valid(c->comm))
+        return enqueue(c); /* reports the bad communicator */
+    if (!occl_redop_lookup(c->comm, op, c->type, c)) {
+        occlResult_t res = occl_fail(occlInvalidArgument, "%s: unknown reduction op %d for this "
+                                                          "communicator and type",
+                                     occl_coll_name(c->coll), (int)op);
+        if (grp.depth && grp.error == occlSuccess)
+            grp.error = res;
+        return res;
+    }
+    return enqueue(c);
+}
+
+occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
+                           occlRedOp_t op, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1};
+    return with_op(&c, op);
+}
+
+occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
+                        occlRedOp_t op, int root, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    return with_op(&c, op);
+}
+
+occlResult_t occlReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               occlDataType_t datatype, occlRedOp_t op, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1};
+    return with_op(&c, op);
+}
+
+occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
+                           int root, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           occlDataType_t datatype, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlAlltoAll(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
+                          occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlGather(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
+                        int root, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlScatter(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
+                         int root, occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatype, int peer,
+                      occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
+                      occlComm_t comm, orStream_t stream)
+{
+    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1};
+    return enqueue(&c);
+}

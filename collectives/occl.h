@@ -1,0 +1,143 @@
+/*
+ * occl.h - OCCL, the OpenReg Cluster collective communication library.
+ *
+ * NCCL's API with the occl prefix and orStream_t for the stream: the same
+ * functions, argument order, values and semantics, so NCCL code ports by
+ * renaming. Collectives are enqueued on a stream of the communicator's
+ * device and return at once; completion is observed through the stream
+ * (orStreamSynchronize, events), as NCCL's is through CUDA streams.
+ */
+#ifndef OCCL_H
+#define OCCL_H
+
+#include <stddef.h>
+
+#include <openreg.h>
+
+#define OCCL_MAJOR 2
+#define OCCL_MINOR 19
+#define OCCL_PATCH 0
+#define OCCL_VERSION_CODE (OCCL_MAJOR * 10000 + OCCL_MINOR * 100 + OCCL_PATCH)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct occlComm *occlComm_t;
+#define OCCL_COMM_NULL NULL
+
+#define OCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[OCCL_UNIQUE_ID_BYTES];
+} occlUniqueId;
+
+/* Results, with NCCL's values; occlTimeout is OCCL's own. */
+typedef enum {
+    occlSuccess = 0,
+    occlUnhandledDeviceError = 1, /* a runtime (openreg) call failed */
+    occlSystemError = 2,
+    occlInternalError = 3,
+    occlInvalidArgument = 4,
+    occlInvalidUsage = 5,
+    occlRemoteError = 6,
+    occlInProgress = 7,
+    occlTimeout = 8,
+    occlNumResults = 9
+} occlResult_t;
+
+typedef enum {
+    occlInt8 = 0,
+    occlChar = 0,
+    occlUint8 = 1,
+    occlInt32 = 2,
+    occlInt = 2,
+    occlUint32 = 3,
+    occlInt64 = 4,
+    occlUint64 = 5,
+    occlFloat16 = 6,
+    occlHalf = 6,
+    occlFloat32 = 7,
+    occlFloat = 7,
+    occlFloat64 = 8,
+    occlDouble = 8,
+    occlBfloat16 = 9,
+    occlNumTypes = 10
+} occlDataType_t;
+
+typedef enum {
+    occlSum = 0,
+    occlProd = 1,
+    occlMax = 2,
+    occlMin = 3,
+    occlAvg = 4,
+    occlNumOps = 5, /* ops made by occlRedOpCreatePreMulSum come after */
+    occlMaxRedOp = 0x7fffffff
+} occlRedOp_t;
+
+typedef enum {
+    occlScalarDevice = 0,        /* the scalar is in device memory, read at each use */
+    occlScalarHostImmediate = 1  /* the scalar is read once, at creation */
+} occlScalarResidence_t;
+
+/* Versions and errors */
+occlResult_t occlGetVersion(int *version);
+const char *occlGetErrorString(occlResult_t result);
+/* The reason of the last failure of this thread's calls (or comm's), as text. */
+const char *occlGetLastError(occlComm_t comm);
+
+/* Communicators */
+occlResult_t occlGetUniqueId(occlUniqueId *uniqueId);
+occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank);
+occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist);
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm, void *config);
+occlResult_t occlCommFinalize(occlComm_t comm);
+occlResult_t occlCommDestroy(occlComm_t comm);
+occlResult_t occlCommAbort(occlComm_t comm);
+occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError);
+occlResult_t occlCommCount(const occlComm_t comm, int *count);
+occlResult_t occlCommDevice(const occlComm_t comm, int *device);
+occlResult_t occlCommUserRank(const occlComm_t comm, int *rank);
+#define OCCL_SPLIT_NOCOLOR (-1)
+
+/* Reduction operators */
+occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t *op, void *scalar, occlDataType_t datatype,
+                                      occlScalarResidence_t residence, occlComm_t comm);
+occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm);
+
+/* Collectives */
+occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        occlDataType_t datatype, occlRedOp_t op, int root, occlComm_t comm,
+                        orStream_t stream);
+occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           occlDataType_t datatype, int root, occlComm_t comm, orStream_t stream);
+occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           occlDataType_t datatype, occlRedOp_t op, occlComm_t comm,
+                           orStream_t stream);
+occlResult_t occlReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               occlDataType_t datatype, occlRedOp_t op, occlComm_t comm,
+                               orStream_t stream);
+occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           occlDataType_t datatype, occlComm_t comm, orStream_t stream);
+occlResult_t occlAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          occlDataType_t datatype, occlComm_t comm, orStream_t stream);
+occlResult_t occlGather(const void *sendbuff, void *recvbuff, size_t count,
+                        occlDataType_t datatype, int root, occlComm_t comm, orStream_t stream);
+occlResult_t occlScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         occlDataType_t datatype, int root, occlComm_t comm, orStream_t stream);
+
+/* Point to point */
+occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatype, int peer,
+                      occlComm_t comm, orStream_t stream);
+occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
+                      occlComm_t comm, orStream_t stream);
+
+/* Groups: calls between Start and End are launched together at End, so one
+ * thread can drive several devices and matching sends and receives. */
+occlResult_t occlGroupStart(void);
+occlResult_t occlGroupEnd(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OCCL_H */

@@ -1,0 +1,171 @@
+/*
+ * collectives/occl_internal.h - communicators, tasks and the transport.
+ *
+ * Every collective call becomes a task run in stream order by a host
+ * function on the communicator's device, so it starts after the work queued
+ * before it and the stream's later work starts after it, as a NCCL kernel.
+ * A task is a sequence of steps; each step is a set of point-to-point
+ * transfers progressed together (a ring step sends and receives at once)
+ * with a deadline, so a dead peer ends in occlTimeout, never a hang.
+ *
+ * Transfers between ranks of one virtual node move no data through MPI: the
+ * sender publishes where its bytes are (device memory is mapped in every
+ * process of the node) and the receiver reads them directly, reducing on the
+ * fly if asked, then acknowledges. Between nodes, MPI carries the bytes.
+ */
+#ifndef OCCL_INTERNAL_H
+#define OCCL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "occl.h"
+#include "reduce.h"
+#include "runtime_ext.h"
+
+#define OCCL_COMM_MAGIC 0x4f43434c434f4d4dULL /* "OCCLCOMM" */
+/* Payloads over MPI go in pieces MPI counts can express. */
+#define OCCL_MPI_PIECE ((size_t)1 << 30)
+/* Communicators spanning processes name sender and receiver in 10 bits each
+ * of an MPI tag. */
+#define OCCL_MAX_MPI_RANKS 1024
+#define OCCL_TAG_SLOTS 255
+
+/* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
+typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;
+extern occl_log_level occl_log_threshold;
+void occl_log(occl_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define OCCL_WARN(...) occl_log(OCCL_LOG_WARN, __VA_ARGS__)
+#define OCCL_INFO(...)                                                   \
+    do {                                                                 \
+        if (occl_log_threshold >= OCCL_LOG_INFO)                         \
+            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                        \
+    } while (0)
+
+/* A failed call records why, for occlGetLastError. */
+occlResult_t occl_fail(occlResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The mailbox of one direction of a pair, in the sender's control block. */
+typedef struct occl_slot {
+    _Atomic uint64_t seq; /* transfers posted to this peer */
+    or_mem_ref ref;       /* where the bytes of transfer `seq` are */
+    uint64_t bytes;
+    char pad[64 - 8 - sizeof(or_mem_ref) - 8];
+} occl_slot;
+
+/* Per rank, in its device's memory (shared within its node). */
+typedef struct occl_ctrl {
+    uint64_t magic;
+    char pad[56];
+    /* out[j]: this rank's transfers to rank j; ack[j]: transfers from rank j
+     * this rank has consumed. Laid out as out[nranks] then ack[nranks]. */
+    occl_slot slots[];
+} occl_ctrl;
+
+typedef struct occl_peer {
+    int world_rank;
+    int device;
+    int node;
+    or_mem_ref ctrl_ref;
+    occl_ctrl *ctrl; /* mapped here when on this node */
+    uint64_t sent, received; /* transfer counters of this pair, this side */
+} occl_peer;
+
+struct occlComm {
+    uint64_t magic;
+    int nranks, rank, device;
+    uint64_t id;  /* from the unique id */
+    int tag_slot; /* this communicator's MPI tags: slot << 20 | src << 10 | dst */
+    int tag_base;
+    occl_peer *peers;
+    int *ring; /* comm ranks in ring order: grouped by node */
+    int ring_pos;
+    occl_ctrl *ctrl; /* this rank's control block */
+    size_t ctrl_bytes;
+    or_job_view job;
+    _Atomic int async_error; /* an occlResult_t */
+    bool finalized;
+    pthread_mutex_t lock; /* serializes tasks of this communicator */
+    char last_error[256];
+    /* Ops made by occlRedOpCreatePreMulSum: op = occlNumOps + index. */
+    struct occl_premul_op {
+        bool used;
+        occlDataType_t type;
+        occlScalarResidence_t residence;
+        const void *device_scalar; /* read at each use */
+        occl_redop op;             /* the immediate scalar */
+    } *premul;
+    int npremul;
+};
+
+/* A point-to-point transfer in flight. */
+typedef enum { OCCL_XFER_SEND, OCCL_XFER_RECV } occl_xfer_kind;
+typedef struct occl_xfer {
+    occl_xfer_kind kind;
+    int peer;
+    void *buf;       /* send: source; recv: destination */
+    size_t bytes;
+    /* A receive may reduce instead of copying: buf = with (op) incoming, where
+     * with may be buf itself. */
+    bool reduce;
+    const void *with;
+    occlDataType_t type;
+    const occl_redop *op;
+    /* progress */
+    int state;
+    uint64_t seq;
+    or_mem_ref ref; /* intra-node send: where buf is, for the receiver */
+    void *staging; /* network receive with reduction */
+    MPI_Request req[16];
+    int nreq;
+} occl_xfer;
+
+/* Progress a set of transfers until all are done or the deadline passes. */
+occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
+
+/* One collective or point-to-point call, copied at enqueue. */
+typedef enum {
+    OCCL_COLL_ALLREDUCE,
+    OCCL_COLL_BROADCAST,
+    OCCL_COLL_REDUCE,
+    OCCL_COLL_ALLGATHER,
+    OCCL_COLL_REDUCESCATTER,
+    OCCL_COLL_ALLTOALL,
+    OCCL_COLL_GATHER,
+    OCCL_COLL_SCATTER,
+    OCCL_COLL_SEND,
+    OCCL_COLL_RECV
+} occl_coll;
+
+typedef struct occl_call {
+    occl_coll coll;
+    occlComm_t comm;
+    const void *sendbuff;
+    void *recvbuff;
+    size_t count;
+    occlDataType_t type;
+    occl_redop op;
+    bool avg;
+    const void *device_scalar; /* PreMulSum whose scalar is read when the call runs */
+    int root; /* or peer */
+    orStream_t stream;
+    int stream_device; /* where stream runs: NULL means that device's default stream */
+} occl_call;
+
+/* Run one call now (on the device's worker, in stream order). */
+occlResult_t occl_run_call(occl_call *call);
+/* Run several calls of one device together (a group's sends and receives). */
+occlResult_t occl_run_calls(occl_call *calls, int n);
+
+uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */
+const char *occl_coll_name(occl_coll c);
+
+/* comm.c */
+bool occl_comm_valid(occlComm_t comm);
+/* The kernels' descriptor for op on comm with type t; false if op is unknown. */
+bool occl_redop_lookup(occlComm_t comm, occlRedOp_t op, occlDataType_t t, occl_call *call);
+void occl_comm_set_error(occlComm_t comm, occlResult_t res);
+
+#endif

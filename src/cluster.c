@@ -183,6 +183,9 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
         return err;
     MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.comm);
     MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.coll_comm);
+    /* A dead peer must be an error the runtime reports, not the end of this
+     * process too. */
+    MPI_Comm_set_errhandler(or_cl.comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(or_cl.coll_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(or_cl.comm, &or_cl.rank);
     MPI_Comm_size(or_cl.comm, &or_cl.nranks);

@@ -18,6 +18,8 @@
 
 #include "internal.h"
 
+#define OR_PROXY_STOP_TIMEOUT_NS (30ull * 1000000000ull)
+
 enum { TAG_REQ = 1, TAG_REPLY_BASE = 0x100, TAG_DATA_BASE = 0x4000, ID_MASK = 0x1fff };
 enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC }; /* wire[] slots */
 
@@ -146,6 +148,12 @@ static void start_serving(const uint64_t *wire, int source)
     px.active = r;
 }
 
+static void or_strict_leave_if(bool cond)
+{
+    if (cond)
+        or_strict_leave();
+}
+
 static bool advance_serving(or_proxy_req *r)
 {
     r->nmpi = 0;
@@ -165,26 +173,40 @@ static bool advance_serving(or_proxy_req *r)
 static int progress(void)
 {
     int progressed = 0, flag = 0;
-    MPI_Test(&px.incoming_req, &flag, &px.incoming_status);
-    while (flag) {
+    while (px.incoming_req != MPI_REQUEST_NULL) {
+        if (MPI_Test(&px.incoming_req, &flag, &px.incoming_status) != MPI_SUCCESS) {
+            /* A peer died: serving stops, this rank's own requests go on
+             * (and fail if they need the dead peer). */
+            OR_WARN("proxy", "rank %d: a peer failed; no longer serving remote requests",
+                    or_cl.rank);
+            px.incoming_req = MPI_REQUEST_NULL;
+            break;
+        }
+        if (!flag)
+            break;
         start_serving(px.incoming, px.incoming_status.MPI_SOURCE);
         MPI_Irecv(px.incoming, 6, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_REQ, or_cl.comm,
                   &px.incoming_req);
         progressed++;
-        MPI_Test(&px.incoming_req, &flag, &px.incoming_status);
     }
     for (or_proxy_req **pp = &px.active; *pp;) {
         or_proxy_req *r = *pp;
         int done = 1;
         MPI_Status statuses[OR_PROXY_MAX_MPI];
-        if (r->nmpi)
-            MPI_Testall(r->nmpi, r->mpi, &done, statuses);
-        if (!done) {
+        bool failed = r->nmpi && MPI_Testall(r->nmpi, r->mpi, &done, statuses) != MPI_SUCCESS;
+        if (!done && !failed) {
             pp = &r->next;
             continue;
         }
         progressed++;
-        bool finished = r->serving ? advance_serving(r) : advance_local(r);
+        bool finished = true;
+        if (failed) {
+            r->status = orErrorRemote;
+            if (r->serving)
+                or_strict_leave_if(r->phase == 1);
+        } else {
+            finished = r->serving ? advance_serving(r) : advance_local(r);
+        }
         if (!finished) {
             pp = &r->next;
             continue;
@@ -226,17 +248,26 @@ static void *proxy_main(void *arg)
 {
     MPI_Irecv(px.incoming, 6, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_REQ, or_cl.comm, &px.incoming_req);
     MPI_Request stop_barrier = MPI_REQUEST_NULL;
+    uint64_t stop_deadline = 0;
     unsigned idle = 0;
     for (;;) {
         int work = take_submitted();
         work += progress();
-        if (stop_barrier == MPI_REQUEST_NULL && atomic_load(&px.stop_requested))
-            MPI_Ibarrier(or_cl.comm, &stop_barrier); /* keep serving until all ranks stop */
+        if (stop_barrier == MPI_REQUEST_NULL && atomic_load(&px.stop_requested)) {
+            /* Keep serving until every rank stops, but not forever: a dead
+             * rank never arrives. */
+            MPI_Ibarrier(or_cl.comm, &stop_barrier);
+            stop_deadline = or_now_ns() + OR_PROXY_STOP_TIMEOUT_NS;
+        }
         if (stop_barrier != MPI_REQUEST_NULL) {
             int all = 0;
-            MPI_Test(&stop_barrier, &all, MPI_STATUS_IGNORE);
-            if (all && !px.active)
+            bool failed = MPI_Test(&stop_barrier, &all, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+            if ((all && !px.active) || failed || or_now_ns() > stop_deadline) {
+                if (!all)
+                    OR_WARN("proxy", "rank %d: not every rank stopped in time; leaving anyway",
+                            or_cl.rank);
                 break;
+            }
         }
         if (work) {
             idle = 0;
@@ -265,8 +296,10 @@ static void *proxy_main(void *arg)
         wake_wait w = {atomic_load(&px.wake.seq)};
         or_wait(&px.wake, woken, &w, or_now_ns() + sleep_us * 1000);
     }
-    MPI_Cancel(&px.incoming_req);
-    MPI_Wait(&px.incoming_req, MPI_STATUS_IGNORE);
+    if (px.incoming_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&px.incoming_req);
+        MPI_Wait(&px.incoming_req, MPI_STATUS_IGNORE);
+    }
     return NULL;
 }
 

@@ -58,7 +58,11 @@ typedef struct occl_slot {
 /* Per rank, in its device's memory (shared within its node). */
 typedef struct occl_ctrl {
     uint64_t magic;
-    char pad[56];
+    /* Peers ring this after posting to or acknowledging this rank; a rank
+     * with nothing to do sleeps on it (a futex shared across processes). */
+    _Atomic uint32_t doorbell;
+    _Atomic uint32_t sleepers;
+    char pad[48];
     /* out[j]: this rank's transfers to rank j; ack[j]: transfers from rank j
      * this rank has consumed. Laid out as out[nranks] then ack[nranks]. */
     occl_slot slots[];

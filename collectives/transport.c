@@ -9,10 +9,14 @@
  * intermediate buffer, and the sender's buffer is never reused early.
  * Other nodes: MPI_Isend / MPI_Irecv, tagged with the pair's sequence.
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "occl_internal.h"
 
@@ -20,6 +24,23 @@ enum { XFER_START, XFER_WAIT, XFER_DONE };
 
 static occl_slot *out_slot(occl_ctrl *c, int peer) { return &c->slots[peer]; }
 static occl_slot *ack_slot(occl_ctrl *c, int nranks, int peer) { return &c->slots[nranks + peer]; }
+
+/* Wake a rank that may sleep waiting for us (shared, not process-private:
+ * the rank may be in another process of the node). */
+static void ring_bell(occl_ctrl *c)
+{
+    atomic_fetch_add(&c->doorbell, 1);
+    if (atomic_load(&c->sleepers))
+        syscall(SYS_futex, (uint32_t *)&c->doorbell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void sleep_on_bell(occl_ctrl *c, uint32_t seen, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    atomic_fetch_add(&c->sleepers, 1);
+    syscall(SYS_futex, (uint32_t *)&c->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
+    atomic_fetch_sub(&c->sleepers, 1);
+}
 
 static bool same_node(occlComm_t comm, int peer)
 {
@@ -107,6 +128,7 @@ static bool post_send(occlComm_t comm, occl_xfer *x)
     s->ref = x->ref;
     s->bytes = x->bytes;
     atomic_store_explicit(&s->seq, x->seq, memory_order_release);
+    ring_bell(p->ctrl);
     x->state = XFER_WAIT;
     return true;
 }
@@ -167,6 +189,7 @@ static bool progress(occlComm_t comm, occl_xfer *x, occlResult_t *err)
     }
     atomic_store_explicit(&ack_slot(comm->ctrl, comm->nranks, x->peer)->seq, x->seq,
                           memory_order_release);
+    ring_bell(p->ctrl);
     x->state = XFER_DONE;
     return true;
 }
@@ -191,6 +214,8 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
     unsigned idle = 0;
     for (int left = n; err == occlSuccess && left > 0;) {
         bool moved = false;
+        /* Read the bell before looking, so a ring after the look wakes us. */
+        uint32_t bell = atomic_load(&comm->ctrl->doorbell);
         for (int i = 0; i < n && err == occlSuccess; i++) {
             if (x[i].state == XFER_START && post_send(comm, &x[i]))
                 moved = true;
@@ -209,16 +234,23 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
             idle = 0;
             continue;
         }
-        /* Peers may share our core: spin briefly, then yield, then nap. */
+        /* Peers may share our core: spin briefly, yield a little, then sleep
+         * until a peer rings (network transfers are polled every 50 us). */
+        bool network = false;
+        for (int i = 0; i < n; i++)
+            network |= x[i].state == XFER_WAIT && x[i].nreq > 0;
         if (++idle < 64) {
             or_cpu_relax();
-        } else if (idle < 4096) {
+        } else if (idle < 80) {
             sched_yield();
         } else {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            uint64_t now = or_now_ns();
+            uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
+            if (nap > 100000000u)
+                nap = 100000000u;
+            sleep_on_bell(comm->ctrl, bell, nap);
         }
-        if ((idle & 63) == 0 && or_now_ns() > deadline)
+        if ((idle & 15) == 0 && or_now_ns() > deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
                                          "OCCL_TIMEOUT_MS", comm->rank);
     }

@@ -293,6 +293,10 @@ static void *proxy_main(void *arg)
         uint64_t sleep_us = (uint64_t)1 << ((idle - 64) / 16 < 8 ? (idle - 64) / 16 : 8);
         if (sleep_us > OR_PROXY_MAX_SLEEP_US)
             sleep_us = OR_PROXY_MAX_SLEEP_US;
+        /* Requests only come from other virtual nodes: in a one-node job an
+         * idle proxy sleeps until this rank submits something or stops. */
+        if (or_cl.nnodes == 1 && stop_barrier == MPI_REQUEST_NULL)
+            sleep_us = 1000000;
         wake_wait w = {atomic_load(&px.wake.seq)};
         or_wait(&px.wake, woken, &w, or_now_ns() + sleep_us * 1000);
     }

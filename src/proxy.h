@@ -6,7 +6,8 @@
  * MPI's blocking calls spin, and ranks outnumber cores, so the proxy only
  * uses non-blocking calls and backs off when idle: it spins briefly after
  * activity, then sleeps on its submission notifier with a growing timeout
- * (at most OR_PROXY_MAX_SLEEP_US) between polls of MPI.
+ * (at most OR_PROXY_MAX_SLEEP_US) between polls of MPI. Only ranks of other
+ * virtual nodes send requests, so in a one-node job it just sleeps.
  */
 #ifndef OR_PROXY_H
 #define OR_PROXY_H

@@ -119,20 +119,90 @@ static occlResult_t ring_all_gather_chunks(const ctx *x, void *buf, size_t count
     return occlSuccess;
 }
 
+/* Binary tree over ring positions (so subtrees stay within nodes): partial
+ * results flow up to position 0, the result flows back down. 2 log n steps,
+ * for latency-bound sizes. buf holds this rank's input and gets the result. */
+static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t bytes, occlDataType_t t,
+                                    const occl_redop *op)
+{
+    int kids[2], nkids = 0;
+    for (int q = 2 * x->p + 1; q <= 2 * x->p + 2; q++)
+        if (q < x->n)
+            kids[nkids++] = x->comm->ring[q];
+    int parent = x->p > 0 ? x->comm->ring[(x->p - 1) / 2] : -1;
+    occlResult_t res = occlSuccess;
+    for (int k = 0; k < nkids && res == occlSuccess; k++) { /* in a fixed order */
+        occl_xfer up = recv_reduce_x(kids[k], buf, buf, bytes, t, op);
+        res = occl_xfers_run(x->comm, &up, 1);
+    }
+    if (res == occlSuccess && parent >= 0) {
+        occl_xfer up = send_x(parent, buf, bytes);
+        res = occl_xfers_run(x->comm, &up, 1);
+        if (res == occlSuccess) {
+            occl_xfer down = recv_x(parent, buf, bytes);
+            res = occl_xfers_run(x->comm, &down, 1);
+        }
+    }
+    if (res == occlSuccess && nkids) {
+        occl_xfer down[2];
+        for (int k = 0; k < nkids; k++)
+            down[k] = send_x(kids[k], buf, bytes);
+        res = occl_xfers_run(x->comm, down, nkids);
+    }
+    return res;
+}
+
+/* Everyone's input to everyone at once, then an n-way reduction in rank
+ * order (so every rank computes the same bits). One step, for small sizes. */
+static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *input, size_t count,
+                                      occlDataType_t t, const occl_redop *op)
+{
+    size_t bytes = count * x->es;
+    unsigned char *all = temp_alloc(bytes * (size_t)x->n);
+    occl_xfer *xf = calloc((size_t)(2 * x->n), sizeof *xf);
+    const void **srcs = calloc((size_t)x->n, sizeof *srcs);
+    occlResult_t res = occlSuccess;
+    if (!all || !xf || !srcs)
+        res = occl_fail(occlSystemError, "no memory for %zu bytes of scratch", bytes * (size_t)x->n);
+    int m = 0, me = x->comm->rank;
+    for (int j = 0; j < x->n && res == occlSuccess; j++) {
+        srcs[j] = j == me ? input : all + (size_t)j * bytes;
+        if (j != me) {
+            xf[m++] = send_x(j, input, bytes);
+            xf[m++] = recv_x(j, all + (size_t)j * bytes, bytes);
+        }
+    }
+    if (res == occlSuccess)
+        res = occl_xfers_run(x->comm, xf, m);
+    if (res == occlSuccess)
+        occl_reduce_n(recv, srcs, x->n, count, t, op);
+    free(xf);
+    free(srcs);
+    if (all)
+        orFree(all);
+    return res;
+}
+
 static occlResult_t all_reduce(const occl_call *c, void *recv)
 {
     ctx x = make_ctx(c);
     size_t bytes = c->count * x.es;
     reduction r = reduction_of(c);
     const void *input = c->sendbuff;
+    occl_algo algo = x.n > 1 ? occl_plan(c) : OCCL_ALGO_RING;
     if (r.pre.kind == OCCL_RED_PREMULSUM) {
         occl_premul(recv, c->sendbuff, c->count, c->type, &r.pre);
         input = recv;
-    } else if (x.n == 1 && recv != c->sendbuff) {
+    } else if ((x.n == 1 || algo == OCCL_ALGO_TREE) && recv != c->sendbuff) {
         memcpy(recv, c->sendbuff, bytes);
+        input = recv;
     }
     occlResult_t res = occlSuccess;
-    if (x.n > 1) {
+    if (x.n > 1 && algo == OCCL_ALGO_TREE) {
+        res = tree_all_reduce(&x, recv, bytes, c->type, &r.op);
+    } else if (x.n > 1 && algo == OCCL_ALGO_DIRECT) {
+        res = direct_all_reduce(&x, recv, input, c->count, c->type, &r.op);
+    } else if (x.n > 1) {
         /* Reduce-scatter then all-gather: 2(n-1) steps of count/n elements. */
         res = ring_reduce_scatter(&x, recv, input, c->count, c->type, &r.op);
         if (res == occlSuccess)
@@ -310,8 +380,6 @@ static occlResult_t gather_scatter(const occl_call *c, bool gather)
 
 occlResult_t occl_run_call(occl_call *c)
 {
-    OCCL_INFO("rank %d: %s of %zu x %s", c->comm->rank, occl_coll_name(c->coll), c->count,
-              occl_type_name(c->type));
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
     switch (c->coll) {

@@ -163,6 +163,12 @@ occlResult_t occl_run_call(occl_call *call);
 /* Run several calls of one device together (a group's sends and receives). */
 occlResult_t occl_run_calls(occl_call *calls, int n);
 
+/* tuning.c: the algorithm a call uses (ring for everything but AllReduce,
+ * which also has tree and direct). */
+typedef enum { OCCL_ALGO_RING, OCCL_ALGO_TREE, OCCL_ALGO_DIRECT, OCCL_NUM_ALGOS } occl_algo;
+occl_algo occl_plan(const occl_call *call);
+const char *occl_algo_name(occl_algo a);
+
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */
 const char *occl_coll_name(occl_coll c);
 

@@ -646,3 +646,74 @@ occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm)
     comm->premul[i].used = false;
     return occlSuccess;
 }
+
+/* ---- split -------------------------------------------------------------------- */
+
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm, void *config)
+{
+    if (!occl_comm_valid(comm) || !newcomm)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or newcomm is NULL");
+    if (color < 0 && color != OCCL_SPLIT_NOCOLOR)
+        return occl_fail(occlInvalidArgument, "color %d is negative (OCCL_SPLIT_NOCOLOR aside)", color);
+    int n = comm->nranks;
+    /* Everyone's (color, key), gathered over the parent communicator. */
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    int32_t *all = NULL;
+    if (orMalloc((void **)&all, (size_t)n * 2 * sizeof *all) != orSuccess) {
+        orSetDevice(prev);
+        return occl_fail(occlUnhandledDeviceError, "no device memory for the split");
+    }
+    all[2 * comm->rank] = color;
+    all[2 * comm->rank + 1] = key;
+    occl_call gather = {OCCL_COLL_ALLGATHER, comm, all + 2 * comm->rank, all, 2, occlInt32,
+                        {0}, false, NULL, 0, NULL, comm->device};
+    orDeviceSynchronize(); /* the communicator's queued work comes first */
+    pthread_mutex_lock(&comm->lock);
+    occlResult_t res = occl_run_call(&gather);
+    uint64_t split = ++comm->splits;
+    pthread_mutex_unlock(&comm->lock);
+    int members = 0, newrank = 0, root = -1;
+    if (res == occlSuccess && color != OCCL_SPLIT_NOCOLOR) {
+        for (int r = 0; r < n; r++) {
+            if (all[2 * r] != color)
+                continue;
+            members++;
+            /* Order by key, then by rank in the parent. */
+            if (all[2 * r + 1] < key || (all[2 * r + 1] == key && r < comm->rank))
+                newrank++;
+        }
+        for (int r = 0; r < n && root < 0; r++) {
+            if (all[2 * r] != color)
+                continue;
+            int before = 0;
+            for (int q = 0; q < n; q++)
+                if (all[2 * q] == color &&
+                    (all[2 * q + 1] < all[2 * r + 1] || (all[2 * q + 1] == all[2 * r + 1] && q < r)))
+                    before++;
+            if (before == 0)
+                root = r;
+        }
+    }
+    orFree(all);
+    if (res != occlSuccess || color == OCCL_SPLIT_NOCOLOR) {
+        orSetDevice(prev);
+        if (res == occlSuccess)
+            *newcomm = NULL;
+        return res;
+    }
+    /* The same id on every member, derived from the parent's. */
+    unique_id u = {ID_MAGIC, comm->job.job_id, 0, comm->peers[root].world_rank};
+    uint64_t h = comm->id ^ (split * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)(uint32_t)color << 32);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    u.id = h;
+    occlUniqueId id;
+    memset(&id, 0, sizeof id);
+    memcpy(id.internal, &u, sizeof u);
+    res = occlCommInitRank(newcomm, members, id, newrank);
+    orSetDevice(prev);
+    return res;
+}

@@ -102,6 +102,7 @@ struct occlComm {
         occl_redop op;             /* the immediate scalar */
     } *premul;
     int npremul;
+    uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
 };
 
 /* A point-to-point transfer in flight. */

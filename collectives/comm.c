@@ -318,6 +318,12 @@ static occlResult_t bootstrap(pending_init *pi, int n)
                 res = occl_fail(occlSystemError, "out of memory");
             for (int k = 0; k < n && res == occlSuccess; k++)
                 if (pi[k].uid.id == u->id) {
+                    if (pi[k].nranks != nranks || seen[pi[k].rank]) {
+                        res = occl_fail(occlInvalidUsage, "bootstrap: rank %d given twice or with "
+                                                          "another rank count (%d, not %d)",
+                                        pi[k].rank, pi[k].nranks, nranks);
+                        break;
+                    }
                     table[pi[k].rank] = pi[k].reg;
                     seen[pi[k].rank] = true;
                     reply_to[pi[k].rank] = -1;

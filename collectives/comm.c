@@ -299,18 +299,24 @@ static occlResult_t bootstrap(pending_init *pi, int n)
             if (pi[k].uid.id == u->id)
                 local++;
         bool root = u->root == job.rank;
-        if (!job.mpi && (!root || local != nranks))
-            return occl_fail(occlInvalidUsage, "a communicator of %d ranks needs an MPI job "
-                                               "(%d ranks are in this process)", nranks, local);
-        if (job.mpi && nranks > OCCL_MAX_MPI_RANKS && local != nranks)
-            return occl_fail(occlInvalidUsage, "communicators across processes have at most %d "
-                                               "ranks", OCCL_MAX_MPI_RANKS);
+        if (!job.mpi && (!root || local != nranks)) {
+            res = occl_fail(occlInvalidUsage, "a communicator of %d ranks needs an MPI job "
+                                              "(%d ranks are in this process)", nranks, local);
+            break;
+        }
+        if (job.mpi && nranks > OCCL_MAX_MPI_RANKS && local != nranks) {
+            res = occl_fail(occlInvalidUsage, "communicators across processes have at most %d "
+                                              "ranks", OCCL_MAX_MPI_RANKS);
+            break;
+        }
         int tag_reg = TAG_REGISTER | (int)(u->id & 0xfffff);
         int tag_table = TAG_TABLE | (int)(u->id & 0xfffff);
         registration *table = calloc((size_t)nranks, sizeof *table);
         int slot = 0;
-        if (!table)
-            return occl_fail(occlSystemError, "out of memory");
+        if (!table) {
+            res = occl_fail(occlSystemError, "out of memory");
+            break;
+        }
         if (root) {
             bool *seen = calloc((size_t)nranks, sizeof *seen);
             int *reply_to = calloc((size_t)nranks, sizeof *reply_to);
@@ -456,7 +462,7 @@ occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId,
     pending_init pi = {comm, nranks, rank, 0, {0}, NULL, {0}};
     occlResult_t res = check_init(comm, nranks, &commId, rank, &pi.uid, &pi.device);
     if (res != occlSuccess)
-        return res;
+        return occl_group_fail(res);
     if (occl_group_depth() > 0)
         return occl_group_add_init(&pi, sizeof pi);
     pthread_mutex_lock(&boot_lock);

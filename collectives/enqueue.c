@@ -3,6 +3,7 @@
  * pack the call, and hand it to the stream as a host function (or keep it
  * for occlGroupEnd). One enqueue path for every collective.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +18,19 @@ static _Thread_local struct {
     occl_call *calls;
     int ncalls, cap_calls;
     occlResult_t error; /* the first failure inside the group, reported at its end */
+    char reason[256];
 } grp;
 
 int occl_group_depth(void) { return grp.depth; }
+
+occlResult_t occl_group_fail(occlResult_t res)
+{
+    if (grp.depth && grp.error == occlSuccess) {
+        grp.error = res;
+        snprintf(grp.reason, sizeof grp.reason, "%s", occlGetLastError(NULL));
+    }
+    return res;
+}
 
 occlResult_t occl_group_add_init(const void *init, size_t size)
 {
@@ -115,6 +126,17 @@ occlResult_t occlGroupEnd(void)
     if (--grp.depth > 0)
         return occlSuccess;
     occlResult_t res = grp.error;
+    if (res != occlSuccess) /* a call of the group failed: none of it runs */
+        occl_fail(res, "a call of the group failed: %s", grp.reason);
+    /* Check every call before launching any, so a bad group starts nothing:
+     * the calls of one communicator must share one stream. */
+    for (int i = 0; i < grp.ncalls && res == occlSuccess; i++)
+        for (int j = i + 1; j < grp.ncalls && res == occlSuccess; j++)
+            if (grp.calls[j].comm == grp.calls[i].comm &&
+                (grp.calls[j].stream != grp.calls[i].stream ||
+                 grp.calls[j].stream_device != grp.calls[i].stream_device))
+                res = occl_fail(occlInvalidUsage, "calls of one communicator in a group must use "
+                                                  "one stream");
     if (res == occlSuccess && grp.ninits)
         res = occl_group_run_inits(grp.inits, grp.ninits);
     /* One task per communicator, on the stream of its first call. */
@@ -130,17 +152,12 @@ occlResult_t occlGroupEnd(void)
         }
         for (int j = i; j < grp.ncalls; j++)
             if (grp.calls[j].comm == c->comm) {
-                if ((grp.calls[j].stream != c->stream ||
-                     grp.calls[j].stream_device != c->stream_device) && res == occlSuccess)
-                    res = occl_fail(occlInvalidUsage, "calls of one communicator in a group must "
-                                                      "use one stream");
                 mine[n++] = grp.calls[j];
                 if (j != i)
                     grp.calls[j].comm = NULL;
             }
         c->comm = NULL;
-        if (res == occlSuccess)
-            res = launch(mine, n);
+        res = launch(mine, n);
         free(mine);
     }
     free(grp.inits);
@@ -236,11 +253,8 @@ static occlResult_t enqueue(occl_call *c)
         if (res == occlSuccess)
             res = check_buffer(c, c->recvbuff, recv, "recvbuff");
     }
-    if (res != occlSuccess) {
-        if (grp.depth && grp.error == occlSuccess)
-            grp.error = res;
-        return res;
-    }
+    if (res != occlSuccess)
+        return occl_group_fail(res);
     if (grp.depth) {
         if (grp.ncalls == grp.cap_calls) {
             int cap = grp.cap_calls ? 2 * grp.cap_calls : 8;
@@ -261,12 +275,9 @@ static occlResult_t with_op(occl_call *c, occlRedOp_t op)
     if (!occl_comm_valid(c->comm))
         return enqueue(c); /* reports the bad communicator */
     if (!occl_redop_lookup(c->comm, op, c->type, c)) {
-        occlResult_t res = occl_fail(occlInvalidArgument, "%s: unknown reduction op %d for this "
-                                                          "communicator and type",
-                                     occl_coll_name(c->coll), (int)op);
-        if (grp.depth && grp.error == occlSuccess)
-            grp.error = res;
-        return res;
+        return occl_group_fail(occl_fail(occlInvalidArgument, "%s: unknown reduction op %d for "
+                                                              "this communicator and type",
+                                         occl_coll_name(c->coll), (int)op));
     }
     return enqueue(c);
 }

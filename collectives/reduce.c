@@ -35,6 +35,9 @@
 #define ELEM static inline __attribute__((always_inline))
 
 /* ---- Float16 and Bfloat16 ------------------------------------------------ */
+/* The float arithmetic below only sees normal operands or operands whose
+ * result is 0 anyway, so flush-to-zero/denormals-are-zero modes, which
+ * applications often set, do not change any conversion. */
 
 ELEM uint32_t f2u(float f)
 {
@@ -118,18 +121,18 @@ uint16_t occl_float_to_bf16(float f) { return float_to_bf16(f); }
 #define LD_ID(x) (x)
 #define ST_ID(x) (x)
 
-#define DEFINE_ARITH(N, A, U)                                                 \
-    ELEM A N##_sum(A x, A y) { return (A)((U)x + (U)y); }            \
-    ELEM A N##_prod(A x, A y) { return (A)((U)x * (U)y); }           \
+#define DEFINE_ARITH(N, A, U)                                                  \
+    ELEM A N##_sum(A x, A y) { return (A)((U)x + (U)y); }                      \
+    ELEM A N##_prod(A x, A y) { return (A)((U)x * (U)y); }                     \
     ELEM A N##_id(A x, A s) { (void)s; return x; }
 
-#define DEFINE_INT_MINMAX(N, A)                                               \
-    ELEM A N##_max(A x, A y) { return y > x ? y : x; }               \
+#define DEFINE_INT_MINMAX(N, A)                                                \
+    ELEM A N##_max(A x, A y) { return y > x ? y : x; }                         \
     ELEM A N##_min(A x, A y) { return y < x ? y : x; }
 
 /* fmax/fmin: y if it is larger (smaller) or x is NaN, else x. */
-#define DEFINE_FLT_MINMAX(N, A)                                               \
-    ELEM A N##_max(A x, A y) { return y > x || x != x ? y : x; }     \
+#define DEFINE_FLT_MINMAX(N, A)                                                \
+    ELEM A N##_max(A x, A y) { return y > x || x != x ? y : x; }               \
     ELEM A N##_min(A x, A y) { return y < x || x != x ? y : x; }
 
 /* ---- Kernels ---------------------------------------------------------------
@@ -351,25 +354,35 @@ occl_redop occl_redop_premulsum_value(double f, int64_t i)
 
 occl_redop occl_redop_premulsum(const void *scalar, occlDataType_t t)
 {
-    switch (t) {
-    case occlInt8: { int8_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(v, v); }
-    case occlUint8: { uint8_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(v, v); }
-    case occlInt32: { int32_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(v, v); }
-    case occlUint32: { uint32_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(v, v); }
-    case occlInt64: { int64_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value((double)v, v); }
-    case occlUint64: {
-        uint64_t v;
-        memcpy(&v, scalar, sizeof v);
-        occl_redop r = occl_redop_premulsum_value((double)v, (int64_t)v);
-        r.scalar_u = v; /* the same bits; spelled out for clarity */
-        return r;
-    }
-    case occlFloat16: { uint16_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(half_to_float(v), 0); }
-    case occlBfloat16: { uint16_t v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(bf16_to_float(v), 0); }
-    case occlFloat32: { float v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(v, 0); }
-    case occlFloat64: { double v; memcpy(&v, scalar, sizeof v); return occl_redop_premulsum_value(v, 0); }
-    default:
+    union {
+        int8_t i8;
+        uint8_t u8;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        uint64_t u64;
+        uint16_t h;
+        float f;
+        double d;
+    } v;
+    if (!scalar || !type_ok(t))
         return occl_redop_make(OCCL_RED_PREMULSUM);
+    memcpy(&v, scalar, type_sizes[t]);
+    switch (t) {
+    case occlInt8: return occl_redop_premulsum_value(v.i8, v.i8);
+    case occlUint8: return occl_redop_premulsum_value(v.u8, v.u8);
+    case occlInt32: return occl_redop_premulsum_value(v.i32, v.i32);
+    case occlUint32: return occl_redop_premulsum_value(v.u32, v.u32);
+    case occlInt64: return occl_redop_premulsum_value((double)v.i64, v.i64);
+    case occlUint64:
+        return (occl_redop){.kind = OCCL_RED_PREMULSUM,
+                            .scalar_f = (double)v.u64,
+                            .scalar_i = (int64_t)v.u64, /* two's complement, as GCC converts */
+                            .scalar_u = v.u64};
+    case occlFloat16: return occl_redop_premulsum_value(half_to_float(v.h), 0);
+    case occlBfloat16: return occl_redop_premulsum_value(bf16_to_float(v.h), 0);
+    case occlFloat32: return occl_redop_premulsum_value(v.f, 0);
+    default: return occl_redop_premulsum_value(v.d, 0);
     }
 }
 
@@ -426,19 +439,28 @@ void occl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count, o
     size_t tsz = type_sizes[t];
     size_t asz = t == occlFloat16 || t == occlBfloat16 ? sizeof(float) : tsz;
     size_t block = ACC_BYTES / asz;
-    _Alignas(64) unsigned char acc[ACC_BYTES];
+    _Alignas(64) union { /* a member per accumulator type, as the kernels access it */
+        int8_t i8[ACC_BYTES];
+        uint8_t u8[ACC_BYTES];
+        int32_t i32[ACC_BYTES / 4];
+        uint32_t u32[ACC_BYTES / 4];
+        int64_t i64[ACC_BYTES / 8];
+        uint64_t u64[ACC_BYTES / 8];
+        float f32[ACC_BYTES / 4];
+        double f64[ACC_BYTES / 8];
+    } acc;
     for (size_t off = 0; off < count; off += block) {
         size_t n = count - off < block ? count - off : block;
         size_t boff = off * tsz;
-        k->first(acc, (const char *)srcs[0] + boff, (const char *)srcs[1] + boff, n, op);
+        k->first(&acc, (const char *)srcs[0] + boff, (const char *)srcs[1] + boff, n, op);
         for (int j = 2; j < nsrc - 1; j++)
-            k->add(acc, (const char *)srcs[j] + boff, n, op);
+            k->add(&acc, (const char *)srcs[j] + boff, n, op);
         char *d = (char *)dst + boff;
         const char *lastsrc = (const char *)srcs[nsrc - 1] + boff;
         if (d == lastsrc)
-            k->last_r(d, acc, n, op);
+            k->last_r(d, &acc, n, op);
         else
-            k->last(d, acc, lastsrc, n, op);
+            k->last(d, &acc, lastsrc, n, op);
     }
 }
 

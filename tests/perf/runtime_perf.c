@@ -15,9 +15,12 @@
  *      the caches (64 MiB per array by default), on device 0 alone and on all
  *      devices at once (each its own stream and arrays, everything launched
  *      before any synchronize), next to the same loop run by this thread over
- *      ordinary malloc'd arrays. It shows whether the devices' compute threads
- *      are placed so that several devices add up: with OPENREG_BIND=core and
- *      one core per device, all devices together should beat one.
+ *      ordinary malloc'd arrays (the baseline) and over device 0's arrays (a
+ *      control: where memory pages differ in speed, device 0 should match the
+ *      control, not the baseline). It shows whether the devices' compute
+ *      threads are placed so that several devices add up: with
+ *      OPENREG_BIND=core and one core per device, all devices together should
+ *      beat one.
  *
  * Bandwidth is the best of several repetitions, each timing enough copies to
  * move 32 MiB and last at least 10 ms, so that a 2-core machine shared with

@@ -248,6 +248,9 @@ typedef struct or_mem_region {
 /* What [p, p+count) is; errors for freed memory, ranges past an allocation,
  * or another rank's memory that was not opened. */
 orError_t or_mem_classify(const void *p, size_t count, or_mem_region *out);
+/* Both ends of a copy (NULL ends are orErrorInvalidValue). */
+orError_t or_mem_classify_copy(const void *dst, const void *src, size_t count, or_mem_region *d,
+                               or_mem_region *s);
 /* The live local allocation holding p. */
 orError_t or_mem_allocation_of(const void *p, or_device **dev, or_extent *alloc);
 /* Serve another rank: [offset, offset+length) of local device `device` must

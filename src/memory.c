@@ -80,6 +80,15 @@ orError_t or_mem_classify(const void *p, size_t count, or_mem_region *out)
     return orSuccess;
 }
 
+orError_t or_mem_classify_copy(const void *dst, const void *src, size_t count, or_mem_region *d,
+                               or_mem_region *s)
+{
+    if (!dst || !src)
+        return orErrorInvalidValue;
+    orError_t err = or_mem_classify(dst, count, d);
+    return err == orSuccess ? or_mem_classify(src, count, s) : err;
+}
+
 orError_t or_mem_resolve(int device, uint64_t offset, uint64_t length, uint64_t alloc_id,
                          void **ptr, uint64_t *size)
 {
@@ -335,12 +344,8 @@ static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpy
 {
     if ((unsigned)kind > orMemcpyDefault)
         return orErrorInvalidMemcpyDirection;
-    if (!dst || !src)
-        return orErrorInvalidValue;
     or_mem_region d, s;
-    orError_t err = or_mem_classify(dst, count, &d);
-    if (err == orSuccess)
-        err = or_mem_classify(src, count, &s);
+    orError_t err = or_mem_classify_copy(dst, src, count, &d, &s);
     if (err != orSuccess)
         return err;
     orMemcpyKind actual = is_device(&d) ? (is_device(&s) ? orMemcpyDeviceToDevice : orMemcpyHostToDevice)

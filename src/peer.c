@@ -91,12 +91,8 @@ static orError_t check_peer_ranges(void *dst, int dstDevice, const void *src, in
 {
     if (!valid_device(dstDevice) || !valid_device(srcDevice))
         return orErrorInvalidDevice;
-    if (!dst || !src)
-        return orErrorInvalidValue;
     or_mem_region d, s;
-    orError_t err = or_mem_classify(dst, count, &d);
-    if (err == orSuccess)
-        err = or_mem_classify(src, count, &s);
+    orError_t err = or_mem_classify_copy(dst, src, count, &d, &s);
     if (err != orSuccess)
         return err;
     if (!d.dev || d.dev->id != dstDevice || !s.dev || s.dev->id != srcDevice)

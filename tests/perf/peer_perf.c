@@ -269,6 +269,20 @@ struct rank_info {
     char cpus[256]; /* of its device 0 */
 };
 
+/* The command to show in messages: libtool runs the real binary from .libs/
+ * (sometimes as lt-NAME), but users start the wrapper one directory up. */
+static const char *command_name(const char *argv0, char *buf, size_t len)
+{
+    const char *libs = strstr(argv0, ".libs/");
+    if (!libs)
+        return argv0;
+    const char *base = libs + strlen(".libs/");
+    if (strncmp(base, "lt-", 3) == 0)
+        base += 3;
+    snprintf(buf, len, "%.*s%s", (int)(libs - argv0), argv0, base);
+    return buf;
+}
+
 static void print_ratio(double bw, double ref)
 {
     printf(" %7.2f", ref > 0 ? bw / ref : 0.0);
@@ -279,6 +293,8 @@ int main(int argc, char **argv)
     int reps = 5;
     size_t max_size = 64 * MiB;
     int opt;
+    char name_buf[4096];
+    const char *prog = command_name(argv[0], name_buf, sizeof name_buf);
     /* Options first: every rank parses the same command line, so they all
      * stop here together, before any rank waits for another. */
     while ((opt = getopt(argc, argv, "s:r:h")) != -1) {
@@ -298,15 +314,15 @@ int main(int argc, char **argv)
             }
             break;
         case 'h':
-            usage(stdout, argv[0]);
+            usage(stdout, prog);
             return 0;
         default:
-            usage(stderr, argv[0]);
+            usage(stderr, prog);
             return 2;
         }
     }
     if (optind < argc) {
-        usage(stderr, argv[0]);
+        usage(stderr, prog);
         return 2;
     }
 
@@ -322,7 +338,7 @@ int main(int argc, char **argv)
                     "  mpiexec -n 2 %s                            (both ranks on one virtual "
                     "node)\n"
                     "  OPENREG_RANKS_PER_NODE=1 mpiexec -n 2 %s   (each rank its own node)\n",
-                    ci.nranks, argv[0], argv[0]);
+                    ci.nranks, prog, prog);
         return 2;
     }
     const int peer_ok = ci.deviceCount >= 2; /* same-rank column, on rank 0 */
@@ -411,11 +427,11 @@ int main(int argc, char **argv)
             printf("  %-11s needs 2 devices on rank 0 (OPENREG_DEVICES >= 2)\n", "same rank");
         if (cross_node)
             printf("  %-11s needs both ranks on one virtual node: mpiexec -n 2 %s\n", "same node",
-                   argv[0]);
+                   prog);
         else
             printf("  %-11s needs each rank on its own virtual node: "
                    "OPENREG_RANKS_PER_NODE=1 mpiexec -n 2 %s\n",
-                   "other node", argv[0]);
+                   "other node", prog);
         printf("\ncopy bandwidth, GB/s, one synchronous copy at a time by rank 0 (best of %d;\n"
                "/memcpy and /MPI = that column's GB/s over memcpy's and over MPI's)\n",
                reps);

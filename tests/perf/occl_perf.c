@@ -382,7 +382,7 @@ static double bus_factor(coll_t c, int n)
 
 typedef struct bench {
     coll_t coll;
-    int g, nprocs, nranks, root;
+    int g, nranks, root; /* devices per process, communicator size */
     int warmup, iters;
     bool check;
     occlComm_t *comms;
@@ -926,7 +926,7 @@ int main(int argc, char **argv)
         return status == 1 ? 0 : 2;
     }
 
-    bench b = {.coll = (coll_t)o.coll, .g = o.ngpus, .nprocs = nprocs,
+    bench b = {.coll = (coll_t)o.coll, .g = o.ngpus,
                .nranks = nprocs * o.ngpus, .root = colls[o.coll].rooted ? o.root : -1,
                .warmup = o.warmup, .iters = o.iters, .check = o.check != 0};
     /* Every shape of every type fits in maxbytes (counts round down). */

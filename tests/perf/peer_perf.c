@@ -5,7 +5,9 @@
  *
  * Runs under mpiexec with exactly 2 ranks. Rank 0 does all the copying; for
  * its copies rank 1 only waits in a barrier (its proxy thread serves the
- * copies into another node). Columns, per size:
+ * copies into another node): MPI_Barrier by default, or with -w poll a
+ * non-blocking barrier tested every millisecond, so that rank 1's main
+ * thread is not inside MPI while its proxy works. Columns, per size:
  *   memcpy      memcpy between two malloc'd buffers of rank 0;
  *   MPI         MPI_Send on rank 0 / MPI_Recv on rank 1 of the same bytes,
  *               between ordinary malloc'd buffers, over MPI_COMM_WORLD;
@@ -22,12 +24,15 @@
  * last message. Ratios: runtime GB/s over memcpy's and over MPI's.
  *
  * Bandwidth is the best of several repetitions, each timing enough copies to
- * move 32 MiB and last at least 10 ms, after an untimed warm-up round that
- * also calibrates the copies per repetition. GB/s = 1e9 B/s.
+ * move 32 MiB and last at least 10 ms (but no more than 0.5 s), after an
+ * untimed warm-up round that also calibrates the copies per repetition.
+ * GB/s = 1e9 B/s; values below 0.1 get a third decimal.
  *
- * Usage: mpiexec -n 2 peer_perf [-s max_size] [-r repetitions] [-h]
+ * Usage: mpiexec -n 2 peer_perf [-s max_size] [-r repetitions]
+ *                              [-w barrier|poll] [-h]
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +51,9 @@
  * 2-core machine does not decide the result. */
 #define BYTES_PER_REP (32 * MiB)
 #define MIN_REP_SECONDS 0.01
+/* Cross-node copies of a few KiB can take a millisecond each on a busy
+ * machine: a repetition stops growing here, so the run stays in minutes. */
+#define MAX_REP_SECONDS 0.5
 #define MAX_COPIES_PER_REP (1 << 20)
 
 #define TAG_DATA 1
@@ -58,6 +66,12 @@
 #define TARGET_VS_MPI 2.0
 
 static int my_rank;
+
+/* How rank 1 waits while rank 0 copies. MPICH's MPI_Barrier spins inside MPI
+ * and, with MPI_THREAD_MULTIPLE, holds the lock the proxy thread needs for
+ * its own MPI calls; polling a non-blocking barrier with sleeps in between
+ * leaves MPI to the proxy. */
+static int wait_poll;
 
 /* Abort the whole job on failure, so that the other rank does not wait
  * forever in a barrier for a rank that has gone. */
@@ -120,6 +134,26 @@ static void *xmalloc(size_t n)
     return p;
 }
 
+/* The barrier between phases, on both ranks (a blocking and a non-blocking
+ * barrier do not match, so both ranks use the same kind). */
+static void phase_barrier(void)
+{
+    if (!wait_poll) {
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        return;
+    }
+    MPI_Request req;
+    CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    for (;;) {
+        int done = 0;
+        CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done)
+            return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
 /* ---- what is measured ------------------------------------------------- */
 
 enum method { M_MEMCPY, M_MPI, M_PEER, M_IPC };
@@ -132,29 +166,33 @@ struct copy_op {
     int dst_device, src_device; /* M_PEER */
 };
 
-/* Rank 0's side of `copies` copies; for M_MPI rank 1 receives them and
- * acknowledges the last, so the time covers the bytes arriving. */
-static void run_copies(const struct copy_op *op, long copies)
+/* Rank 0's side of up to `copies` copies; returns how many it made. A
+ * deadline (0: none) ends the round early, except for M_MPI, where rank 1
+ * receives exactly `copies` and acknowledges the last, so that the time
+ * covers the bytes arriving. */
+static long run_copies(const struct copy_op *op, long copies, double deadline)
 {
+    long c = 0;
     switch (op->method) {
     case M_MEMCPY:
-        for (long c = 0; c < copies; c++)
+        for (; c < copies; c++)
             memcpy_fn(op->dst, op->src, op->size);
         break;
     case M_PEER:
-        for (long c = 0; c < copies; c++)
+        for (; c < copies && !(deadline && c && now_s() > deadline); c++)
             CHECK(orMemcpyPeer(op->dst, op->dst_device, op->src, op->src_device, op->size));
         break;
     case M_IPC:
-        for (long c = 0; c < copies; c++)
+        for (; c < copies && !(deadline && c && now_s() > deadline); c++)
             CHECK(orMemcpy(op->dst, op->src, op->size, orMemcpyDeviceToDevice));
         break;
     case M_MPI:
-        for (long c = 0; c < copies; c++)
+        for (; c < copies; c++)
             CHECK_MPI(MPI_Send(op->src, (int)op->size, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD));
         CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         break;
     }
+    return c;
 }
 
 /* Rank 1's side of the MPI column: the receives of one round, then the ack. */
@@ -179,19 +217,24 @@ static double bandwidth(const struct copy_op *op, int reps)
 {
     long copies = initial_copies(op->size);
     double t0 = now_s();
-    run_copies(op, copies);
-    double t = now_s() - t0;
-    if (t < MIN_REP_SECONDS) {
-        double want = (t > 0 ? MIN_REP_SECONDS / t : MAX_COPIES_PER_REP) * copies;
-        copies = want > MAX_COPIES_PER_REP ? MAX_COPIES_PER_REP : (long)want + 1;
-    }
+    long done = run_copies(op, copies, t0 + MAX_REP_SECONDS);
+    double per_copy = (now_s() - t0) / (double)done;
+    /* At least 32 MiB and MIN_REP_SECONDS, at most MAX_REP_SECONDS. */
+    double want = (double)copies;
+    if (per_copy <= 0)
+        want = MAX_COPIES_PER_REP;
+    else if (want * per_copy < MIN_REP_SECONDS)
+        want = MIN_REP_SECONDS / per_copy;
+    else if (want * per_copy > MAX_REP_SECONDS)
+        want = MAX_REP_SECONDS / per_copy;
+    copies = want >= MAX_COPIES_PER_REP ? MAX_COPIES_PER_REP : want < 1 ? 1 : (long)ceil(want);
     if (op->method == M_MPI)
         CHECK_MPI(MPI_Bcast(&copies, 1, MPI_LONG, 0, MPI_COMM_WORLD));
 
     double best = 0.0;
     for (int r = 0; r < reps; r++) {
         t0 = now_s();
-        run_copies(op, copies);
+        run_copies(op, copies, 0);
         double gbs = (double)op->size * copies / (now_s() - t0) / 1e9;
         if (gbs > best)
             best = gbs;
@@ -250,10 +293,13 @@ static int parse_size(const char *s, size_t *out)
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
-            "usage: mpiexec -n 2 %s [-s max_size] [-r repetitions] [-h]\n"
+            "usage: mpiexec -n 2 %s [-s max_size] [-r repetitions] [-w barrier|poll] [-h]\n"
             "  -s S   largest copy size, K/M/G suffixes allowed (default 64M, at most 1G;\n"
             "         sizes go from 4K up in powers of 4)\n"
             "  -r N   repetitions per point, the best is reported (default 5)\n"
+            "  -w W   how rank 1 waits while rank 0 copies: barrier (MPI_Barrier, the\n"
+            "         default) or poll (MPI_Ibarrier tested every millisecond, sleeping\n"
+            "         outside MPI in between)\n"
             "  -h     this help\n"
             "Rank 0 copies into rank 1's device memory. Where the ranks are decides the\n"
             "cross-rank column:\n"
@@ -283,9 +329,15 @@ static const char *command_name(const char *argv0, char *buf, size_t len)
     return buf;
 }
 
+/* Small values keep a third decimal: slow paths run at a few MB/s. */
+static void print_value(int width, double v)
+{
+    printf(" %*.*f", width, v < 0.1 ? 3 : 2, v);
+}
+
 static void print_ratio(double bw, double ref)
 {
-    printf(" %7.2f", ref > 0 ? bw / ref : 0.0);
+    print_value(7, ref > 0 ? bw / ref : 0.0);
 }
 
 int main(int argc, char **argv)
@@ -297,8 +349,18 @@ int main(int argc, char **argv)
     const char *prog = command_name(argv[0], name_buf, sizeof name_buf);
     /* Options first: every rank parses the same command line, so they all
      * stop here together, before any rank waits for another. */
-    while ((opt = getopt(argc, argv, "s:r:h")) != -1) {
+    while ((opt = getopt(argc, argv, "s:r:w:h")) != -1) {
         switch (opt) {
+        case 'w':
+            if (strcmp(optarg, "barrier") == 0) {
+                wait_poll = 0;
+            } else if (strcmp(optarg, "poll") == 0) {
+                wait_poll = 1;
+            } else {
+                fprintf(stderr, "peer_perf: -w needs barrier or poll\n");
+                return 2;
+            }
+            break;
         case 's':
             /* MPI counts are ints: 1 GiB is the largest power of 4 they hold. */
             if (parse_size(optarg, &max_size) != 0 || max_size < 4 * KiB || max_size > 1024 * MiB) {
@@ -395,7 +457,7 @@ int main(int argc, char **argv)
             die();
         }
     }
-    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    phase_barrier();
 
     const char *cross = cross_node ? "other node" : "same node";
     if (ci.rank == 0) {
@@ -410,6 +472,9 @@ int main(int argc, char **argv)
             printf("; device 1: cpus %s", p1.cpuList);
         printf("\n  rank 1: node %d, %d device%s; device 0: cpus %s\n", r1.node, r1.devices,
                r1.devices == 1 ? "" : "s", r1.cpus);
+        printf("  rank 1 waits during rank 0's copies in %s\n",
+               wait_poll ? "MPI_Ibarrier + MPI_Test every 1 ms, sleeping outside MPI (-w poll)"
+                         : "MPI_Barrier (-w barrier)");
         printf("columns measured in this run:\n");
         printf("  %-11s memcpy between two malloc'd buffers of rank 0\n", "memcpy");
         printf("  %-11s MPI_Send rank 0 -> MPI_Recv rank 1, malloc'd buffers, MPI_COMM_WORLD\n",
@@ -456,32 +521,35 @@ int main(int argc, char **argv)
                 {M_IPC, remote, d0, size, 0, 0},
             };
             ref = bandwidth(&ops[0], reps);
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            phase_barrier();
             mpi = bandwidth(&ops[1], reps);
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            phase_barrier();
             if (peer_ok)
                 peer = bandwidth(&ops[2], reps);
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            phase_barrier();
             ipc = bandwidth(&ops[3], reps);
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            phase_barrier();
         } else {
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            phase_barrier();
             mpi_receiver(hdst, size, reps);
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            phase_barrier();
+            phase_barrier();
+            phase_barrier();
         }
         if (ci.rank == 0) {
             char sz[32];
             format_size(sz, sizeof sz, size);
-            printf("  %8s %8.2f %8.2f |", sz, ref, mpi);
+            printf("  %8s", sz);
+            print_value(8, ref);
+            print_value(8, mpi);
+            printf(" |");
             if (peer_ok) {
-                printf(" %10.2f", peer);
+                print_value(10, peer);
                 print_ratio(peer, ref);
                 print_ratio(peer, mpi);
                 printf(" |");
             }
-            printf(" %10.2f", ipc);
+            print_value(10, ipc);
             print_ratio(ipc, ref);
             print_ratio(ipc, mpi);
             printf("\n");
@@ -539,7 +607,7 @@ int main(int argc, char **argv)
             CHECK(orFree(d1));
     }
     /* Rank 1's memory stays until rank 0 has closed its mapping. */
-    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    phase_barrier();
     if (ci.rank == 1)
         CHECK(orFree(mine));
     free(hsrc);

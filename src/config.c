@@ -15,6 +15,8 @@ static const char *const bool_choices[] = {"0", "1", NULL};
 static const char *const debug_choices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 /* Same order as or_bind_mode. */
 static const char *const bind_choices[] = {"core", "numa", "none", NULL};
+/* Same order as or_time_mode. */
+static const char *const time_choices[] = {"wall", "virtual", NULL};
 
 #define KIB 1024LL
 static const or_param params[] = {
@@ -45,6 +47,17 @@ static const or_param params[] = {
     {"OPENREG_DEBUG", OR_PARAM_CHOICE, "WARN", "NONE, WARN, INFO or TRACE",
      "log level of the runtime's messages on stderr", 0, 0, debug_choices,
      offsetof(or_config, debug)},
+    {"OPENREG_TIME", OR_PARAM_CHOICE, "wall", "wall or virtual",
+     "clock of events, orEventElapsedTime and traces: the host's, or a modelled clock per "
+     "stream charged from the device profile and the copy paths (docs/virtual-time.md)",
+     0, 0, time_choices, offsetof(or_config, time)},
+    {"OPENREG_TRACE", OR_PARAM_STRING, NULL, "a file name, like trace.json",
+     "write a Chrome trace-event file of every kernel, copy, memset, host function and event "
+     "at exit; under MPI each rank writes NAME.rankN.json (docs/tracing.md)",
+     0, 0, NULL, offsetof(or_config, trace)},
+    {"OPENREG_TRACE_BUFFER", OR_PARAM_INT, "262144", "an integer from 1024 to 67108864",
+     "trace records kept per thread; later ones are dropped and counted", 1024, 67108864, NULL,
+     offsetof(or_config, trace_buffer)},
 };
 
 const or_param *or_config_params(size_t *count)
@@ -103,6 +116,11 @@ int or_param_parse(const or_param *p, const char *text, long long *value)
         if (or_parse_size(text, &v) || v < p->min || v > p->max)
             return -1;
         break;
+    case OR_PARAM_STRING:
+        if (!*text)
+            return -1;
+        v = 0;
+        break;
     case OR_PARAM_CHOICE:
         for (v = 0; p->choices[v]; v++)
             if (strcasecmp(text, p->choices[v]) == 0)
@@ -124,6 +142,16 @@ int or_config_load(or_config *cfg)
         const or_param *p = &params[i];
         const char *env = getenv(p->name);
         long long *field = (long long *)((char *)cfg + p->offset);
+        if (p->kind == OR_PARAM_STRING) {
+            const char **text = (const char **)((char *)cfg + p->offset);
+            *text = env && *env ? env : NULL;
+            if (env && !*env) {
+                fprintf(stderr, "openreg: %s is set but empty: expected %s\n", p->name,
+                        p->accepted);
+                rc = -1;
+            }
+            continue;
+        }
         if (!env && !p->default_value) {
             *field = 0;
             continue;

@@ -17,9 +17,13 @@ typedef struct or_config {
     long long bind;           /* OPENREG_BIND, an or_bind_mode */
     long long ranks_per_node; /* OPENREG_RANKS_PER_NODE, 0 = one node per host */
     long long debug;          /* OPENREG_DEBUG, an or_log_level */
+    long long time;           /* OPENREG_TIME, an or_time_mode (vclock.h) */
+    const char *trace;        /* OPENREG_TRACE, a file name, NULL = no trace */
+    long long trace_buffer;   /* OPENREG_TRACE_BUFFER, records kept per thread */
 } or_config;
 
-typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE } or_param_kind;
+/* STRING: any non-empty text, kept as a const char * field (the environment's). */
+typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE, OR_PARAM_STRING } or_param_kind;
 
 typedef struct or_param {
     const char *name;

@@ -80,7 +80,7 @@ bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s)
     return done;
 }
 
-void or_event_complete(or_event *ev, uint64_t gen)
+void or_event_complete(or_event *ev, uint64_t gen, uint64_t vt)
 {
     uint64_t now = or_now_ns();
     enum { BATCH = 16 };
@@ -97,6 +97,7 @@ void or_event_complete(or_event *ev, uint64_t gen)
     if (gen > ev->newest_done) {
         ev->newest_done = gen;
         ev->newest_done_ns = now;
+        ev->newest_done_vt = vt;
     }
     or_notifier_signal(&ev->done);
     for (;;) {
@@ -249,7 +250,11 @@ orError_t orEventSynchronize(orEvent_t event)
     pthread_mutex_lock(&ev->lock);
     gen_wait w = {ev, ev->record_gen};
     pthread_mutex_unlock(&ev->lock);
+    /* The record's time was charged when it was issued, before this call. */
+    uint64_t vt = or_vt_on && w.gen ? or_vclock_event(ev) : 0;
     or_wait(&ev->done, gen_reached, &w, 0);
+    if (or_vt_on)
+        or_vclock_host_sync(vt);
     return orSuccess;
 }
 
@@ -263,9 +268,38 @@ static orError_t event_time(or_event *ev, uint64_t *ns)
     else if (!record_done(ev, ev->record_gen))
         err = orErrorNotReady;
     else /* the newest record is done, so it is the highest completed one */
-        *ns = ev->newest_done_ns;
+        *ns = or_vt_on ? ev->newest_done_vt : ev->newest_done_ns;
     pthread_mutex_unlock(&ev->lock);
     return err;
+}
+
+/* end - start in ns, in the runtime's clock (wall or virtual). */
+static orError_t elapsed_ns(orEvent_t start, orEvent_t end, int64_t *ns)
+{
+    or_event *a, *b;
+    orError_t err = event_lookup(start, &a);
+    if (err == orSuccess)
+        err = event_lookup(end, &b);
+    if (err != orSuccess)
+        return err;
+    uint64_t ta, tb;
+    if ((err = event_time(a, &ta)) != orSuccess || (err = event_time(b, &tb)) != orSuccess)
+        return err;
+    *ns = (int64_t)(tb - ta);
+    return orSuccess;
+}
+
+orError_t orEventElapsedTimeNs(long long *ns, orEvent_t start, orEvent_t end)
+{
+    OR_API_BEGIN();
+    if (!ns)
+        OR_RETURN(orErrorInvalidValue);
+    int64_t d;
+    orError_t err = elapsed_ns(start, end, &d);
+    if (err != orSuccess)
+        OR_RETURN(err);
+    *ns = (long long)d;
+    return orSuccess;
 }
 
 orError_t orEventElapsedTime(float *ms, orEvent_t start, orEvent_t end)
@@ -273,15 +307,10 @@ orError_t orEventElapsedTime(float *ms, orEvent_t start, orEvent_t end)
     OR_API_BEGIN();
     if (!ms)
         OR_RETURN(orErrorInvalidValue);
-    or_event *a, *b;
-    orError_t err = event_lookup(start, &a);
-    if (err == orSuccess)
-        err = event_lookup(end, &b);
+    int64_t d;
+    orError_t err = elapsed_ns(start, end, &d);
     if (err != orSuccess)
         OR_RETURN(err);
-    uint64_t ta, tb;
-    if ((err = event_time(a, &ta)) != orSuccess || (err = event_time(b, &tb)) != orSuccess)
-        OR_RETURN(err);
-    *ms = (float)(((double)tb - (double)ta) / 1e6);
+    *ms = (float)((double)d / 1e6);
     return orSuccess;
 }

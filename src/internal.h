@@ -23,6 +23,8 @@
 #include "log.h"
 #include "profile.h"
 #include "sync.h"
+#include "trace.h"
+#include "vclock.h"
 
 /* Priorities 0 (least) .. -2 (greatest), as CUDA: lower number runs first. */
 #define OR_PRIORITY_LEAST 0
@@ -51,8 +53,10 @@ typedef enum {
 /* What an op costs in the device model: the virtual clock charges from this,
  * the wall clock ignores it. Declared at enqueue, never measured. */
 typedef struct or_op_cost {
-    uint64_t bytes; /* bytes moved (copies, memsets) or declared by a kernel */
-    uint64_t flops; /* declared work of a kernel, 0 if unknown */
+    uint64_t bytes; /* bytes moved (copies, memsets) */
+    double kernel_flops, kernel_bytes; /* what a kernel's launch declared */
+    bool declared;  /* the launch declared its kernel's work */
+    int32_t src, dst; /* copies and memsets: global devices, OR_VT_HOST for host memory */
 } or_op_cost;
 
 struct or_op {
@@ -61,6 +65,8 @@ struct or_op {
     or_op_kind kind;
     uint64_t seq; /* position in the stream, from 1 */
     or_op_cost cost;
+    uint64_t vt_start, vt_end; /* virtual time, charged at issue */
+    uint64_t wall_start;       /* when a worker started it (traces) */
     _Atomic int refs; /* the stream's, plus one per worker inside a kernel */
     union {
         struct {
@@ -72,6 +78,7 @@ struct or_op {
             _Atomic uint64_t blocks_done;
             or_op *next_job; /* in the device's job list */
             void *args;      /* points into payload */
+            const char *name; /* interned by the trace, NULL: the function's symbol */
         } kernel;
         struct {
             void *dst;
@@ -116,6 +123,8 @@ struct or_stream {
     /* First failure of an op that ran after its call returned (a remote copy
      * the owner refused); the next synchronization reports and clears it. */
     _Atomic int async_error;
+    uint64_t vt_clock; /* virtual: end of the last op issued (vclock lock) */
+    int trace_tid;     /* track in traces: 0 default stream, then creation order */
 };
 
 typedef struct or_event_waiter {
@@ -137,6 +146,8 @@ struct or_event {
     size_t n_extra, cap_extra;
     uint64_t newest_done;    /* highest completed record */
     uint64_t newest_done_ns; /* and when it completed (CLOCK_MONOTONIC) */
+    uint64_t newest_done_vt; /* and its virtual time */
+    uint64_t vt_record;      /* virtual time of the newest record issued (vclock lock) */
     or_event_waiter *waiters;
     size_t nwaiters, cap_waiters;
     or_notifier done;
@@ -158,6 +169,8 @@ struct or_device {
     or_notifier work;  /* workers sleep here */
     bool stopping;
     bool peer_enabled[256]; /* orDeviceEnablePeerAccess, by peer ordinal */
+    int global_id;          /* in the job: traces' process id, paths' ends */
+    _Atomic int next_trace_tid;
 };
 
 typedef struct or_runtime {
@@ -216,7 +229,7 @@ void or_mark_worker_thread(int device);
 void *or_device_worker_main(void *arg);
 
 /* event.c */
-void or_event_complete(or_event *ev, uint64_t gen);
+void or_event_complete(or_event *ev, uint64_t gen, uint64_t vt);
 void or_event_release(or_event *ev);
 /* Under s->dev->lock: true if the record is done, else s is registered as a waiter. */
 bool or_event_check_or_wait(or_event *ev, uint64_t gen, or_stream *s);

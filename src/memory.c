@@ -294,6 +294,16 @@ orError_t orMemoryProtect(void *devPtr)
 
 static bool is_device(const or_mem_region *r) { return r->cls != OR_MEM_HOST; }
 
+/* The end of a copy as paths name it: a global device, or the host. */
+static int32_t path_end(const or_mem_region *r)
+{
+    if (r->cls == OR_MEM_HOST)
+        return OR_VT_HOST;
+    if (r->dev)
+        return r->dev->global_id;
+    return or_cl.first_device[r->map.rank] + r->map.device;
+}
+
 /* A copy with one end on another node: the proxy moves the bytes, in pieces
  * of at most OR_PROXY_MAX_BYTES, one op each, linked through op->next. */
 static orError_t remote_copy_ops(void *dst, const void *src, size_t count,
@@ -330,6 +340,8 @@ static orError_t remote_copy_ops(void *dst, const void *src, size_t count,
         req->length = piece;
         req->local = local + done;
         op->cost.bytes = piece;
+        op->cost.src = path_end(s);
+        op->cost.dst = path_end(d);
         *tail = op;
         tail = &op->next;
     }
@@ -364,6 +376,8 @@ static orError_t copy_prepare(void *dst, const void *src, size_t count, orMemcpy
     op->u.copy.src = src;
     op->u.copy.count = count;
     op->cost.bytes = count;
+    op->cost.src = path_end(&s);
+    op->cost.dst = path_end(&d);
     *out = op;
     return orSuccess;
 }
@@ -387,6 +401,7 @@ static orError_t memset_prepare(void *devPtr, int value, size_t count, or_op **o
     op->u.memset.value = value;
     op->u.memset.count = count;
     op->cost.bytes = count;
+    op->cost.src = op->cost.dst = path_end(&r);
     *out = op;
     return orSuccess;
 }
@@ -407,7 +422,11 @@ static uint64_t enqueue_all(or_stream *s, or_op *op)
 static orError_t run_on_default_stream(or_op *op)
 {
     or_stream *s = &or_current_device()->default_stream;
-    or_stream_wait_seq(s, enqueue_all(s, op));
+    uint64_t seq = enqueue_all(s, op);
+    uint64_t vt = or_vt_on ? or_vclock_stream(s) : 0;
+    or_stream_wait_seq(s, seq);
+    if (or_vt_on) /* the host waited: what it issues next starts after */
+        or_vclock_host_sync(vt);
     return or_stream_take_error(s);
 }
 

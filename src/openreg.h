@@ -195,12 +195,33 @@ OPENREG_EXPORT orError_t orEventRecord(orEvent_t event, orStream_t stream);
 OPENREG_EXPORT orError_t orEventQuery(orEvent_t event);
 OPENREG_EXPORT orError_t orEventSynchronize(orEvent_t event);
 OPENREG_EXPORT orError_t orEventElapsedTime(float *ms, orEvent_t start, orEvent_t end);
+/* The same in integer nanoseconds (exact; negative when end precedes start). */
+OPENREG_EXPORT orError_t orEventElapsedTimeNs(long long *ns, orEvent_t start, orEvent_t end);
 OPENREG_EXPORT orError_t orEventDestroy(orEvent_t event);
 
 /* Kernels and host functions. Arguments are copied at launch. */
 OPENREG_EXPORT orError_t orLaunchKernel(orKernel_t kernel, orDim3 grid, orDim3 block,
                                         const void *args, size_t argsSize, size_t sharedMem,
                                         orStream_t stream);
+/* The work a kernel does, for the virtual clock (OPENREG_TIME=virtual): it is
+ * charged launch latency + max(flops / compute rate, bytes / memory bandwidth)
+ * of its device's profile. Both finite and >= 0. */
+typedef struct orLaunchCost {
+    double flops; /* floating-point operations of the whole grid */
+    double bytes; /* bytes the whole grid reads and writes in device memory */
+} orLaunchCost;
+
+/* orLaunchKernel's arguments, plus what only an extended launch says. */
+typedef struct orLaunchConfig {
+    orDim3 gridDim, blockDim;
+    size_t sharedMem;
+    orStream_t stream;
+    const orLaunchCost *cost; /* NULL: estimated from the grid (docs/virtual-time.md) */
+    const char *name;         /* the kernel's name in traces; NULL: its symbol */
+} orLaunchConfig;
+
+OPENREG_EXPORT orError_t orLaunchKernelEx(const orLaunchConfig *config, orKernel_t kernel,
+                                          const void *args, size_t argsSize);
 OPENREG_EXPORT orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void *userData),
                                           void *userData);
 

@@ -40,6 +40,7 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place,
 {
     memset(dev, 0, sizeof *dev);
     dev->id = id;
+    dev->global_id = or_cl.first_device[or_cl.rank] + id;
     dev->profile = or_profiles()[or_rt.cfg.profile];
     dev->hw.place = *place;
     dev->hw.bind = (or_bind_mode)or_rt.cfg.bind;
@@ -79,10 +80,13 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place,
     p->maxGridSize[1] = 65535;
     p->maxGridSize[2] = 65535;
     p->asyncEngineCount = prof->copy_engines;
+    /* Virtual time must not depend on the host: there a 'cpu' device is
+     * charged as one core, whatever its share of this host. */
+    int rated_cores = or_rt.cfg.time == OR_TIME_VIRTUAL ? 1 : place->ncores;
     p->computeRateGflops =
-        prof->compute_gflops ? prof->compute_gflops : OR_CPU_GFLOPS_PER_CORE * place->ncores;
+        prof->compute_gflops ? prof->compute_gflops : OR_CPU_GFLOPS_PER_CORE * rated_cores;
     p->memoryBandwidthGBs =
-        prof->memory_gbs ? prof->memory_gbs : OR_CPU_GBS_PER_CORE * place->ncores;
+        prof->memory_gbs ? prof->memory_gbs : OR_CPU_GBS_PER_CORE * rated_cores;
 
     or_stream_init(&dev->default_stream, dev, OR_PRIORITY_LEAST, orStreamDefault);
     if (or_cpu_device_start_workers(&dev->hw, nthreads, or_device_worker_main, dev)) {
@@ -130,6 +134,7 @@ static void runtime_teardown(void)
     /* Every rank stops its proxy together, so none stops serving a peer
      * that still needs it; remote copies in flight complete first. */
     or_proxy_stop();
+    or_trace_fini(); /* written now: the devices' work is done */
     if (!stopped)
         return;
     for (int d = 0; d < or_rt.ndevices; d++)
@@ -140,7 +145,33 @@ static void runtime_teardown(void)
     or_memory_fini();
     or_ipc_fini();
     or_placement_fini();
+    or_vclock_fini();
     or_cluster_fini();
+}
+
+/* The application's MPI_Finalize: the proxy leaves MPI, and the trace is
+ * written now in case the launcher ends the process before its exit. */
+static void runtime_before_finalize(void)
+{
+    or_proxy_stop();
+    or_trace_flush();
+}
+
+/* Tracks of the trace: a process per device, the default stream's thread. */
+static orError_t trace_start(void)
+{
+    orError_t err = or_trace_start(or_rt.cfg.trace, or_rt.cfg.trace_buffer,
+                                   or_rt.cfg.time == OR_TIME_VIRTUAL);
+    if (err != orSuccess)
+        return err;
+    for (int d = 0; d < or_rt.ndevices; d++) {
+        const or_device *dev = &or_rt.devices[d];
+        char name[320];
+        snprintf(name, sizeof name, "rank %d device %d (%s)", or_cl.rank, d, dev->prop.name);
+        or_trace_name_track(dev->global_id, -1, name);
+        or_trace_name_track(dev->global_id, 0, "default stream");
+    }
+    return orSuccess;
 }
 
 static void runtime_init(void)
@@ -148,6 +179,7 @@ static void runtime_init(void)
     bool config_ok = or_config_load(&or_rt.cfg) == 0;
     if (config_ok)
         or_log_set_level((or_log_level)or_rt.cfg.debug);
+    or_vclock_start(config_ok && or_rt.cfg.time == OR_TIME_VIRTUAL);
     int n = config_ok ? (int)or_rt.cfg.devices : 0;
     or_rt.init_error = or_cluster_init(&or_rt.cfg, n, config_ok);
     if (or_rt.init_error != orSuccess) {
@@ -194,6 +226,8 @@ static void runtime_init(void)
         or_placement_release(&places[d]);
     or_rt.ndevices = started;
     free(places);
+    if (or_rt.init_error == orSuccess && or_rt.cfg.trace)
+        or_rt.init_error = trace_start();
     /* Every rank goes through each collective step below, and they agree on
      * the outcome after each, so one rank's failure never strands the rest. */
     if (!or_cluster_agree(or_rt.init_error == orSuccess)) {
@@ -214,7 +248,7 @@ static void runtime_init(void)
         runtime_teardown();
         return;
     }
-    or_cluster_before_finalize = or_proxy_stop;
+    or_cluster_before_finalize = runtime_before_finalize;
     atexit(runtime_teardown);
     for (int d = 0; d < n; d++)
         OR_INFO("init", "device %d: %s, %zu bytes, %d threads, cpus %s, NUMA node %d", d,

@@ -67,3 +67,40 @@ orError_t or_stream_device(orStream_t stream, int *device)
 }
 
 bool or_on_worker_thread(void) { return or_in_worker(); }
+
+bool or_vclock_virtual(void) { return or_init() == orSuccess && or_vt_on; }
+
+uint64_t or_stream_vclock(orStream_t stream)
+{
+    or_stream *s;
+    if (!or_vclock_virtual() || or_stream_resolve(stream, &s) != orSuccess)
+        return 0;
+    return or_vclock_stream(s);
+}
+
+orError_t or_stream_advance_vclock(orStream_t stream, uint64_t start_ns, uint64_t cost_ns,
+                                   uint64_t *end_ns)
+{
+    OR_API_BEGIN();
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        return err;
+    uint64_t end = or_vt_on ? or_vclock_advance(s, start_ns, cost_ns) : 0;
+    if (end_ns)
+        *end_ns = end;
+    return orSuccess;
+}
+
+bool or_trace_enabled(void) { return or_init() == orSuccess && or_trace_on; }
+
+uint64_t or_trace_now(void) { return or_trace_wall_ns(); }
+
+void or_trace_stream_slice(orStream_t stream, const char *name, const char *category,
+                           uint64_t start_ns, uint64_t end_ns, const char *args_json)
+{
+    or_stream *s;
+    if (!or_trace_enabled() || or_stream_resolve(stream, &s) != orSuccess)
+        return;
+    or_trace_slice(s->dev->global_id, s->trace_tid, name, category, start_ns, end_ns, args_json);
+}

@@ -50,4 +50,31 @@ orError_t or_stream_device(orStream_t stream, int *device);
 /* Inside a kernel or host function (on a device worker thread). */
 bool or_on_worker_thread(void);
 
+/* ---- virtual time and traces (docs/virtual-time.md, docs/tracing.md) ---- */
+
+/* OPENREG_TIME=virtual. */
+bool or_vclock_virtual(void);
+/* The virtual clock of stream (NULL: the current device's default stream):
+ * when the last op issued on it ends, in ns; 0 in wall mode. */
+uint64_t or_stream_vclock(orStream_t stream);
+/* Charge cost_ns on stream, starting at the max of start_ns, the stream's
+ * clock and the calling thread's host clock; the stream's clock moves to the
+ * end, returned in *end_ns (0 in wall mode, where nothing is charged). Call
+ * it when issuing the work it costs, as ops are charged at issue. */
+orError_t or_stream_advance_vclock(orStream_t stream, uint64_t start_ns, uint64_t cost_ns,
+                                   uint64_t *end_ns);
+/* latency + ceil(bytes / bandwidth) of the path between two global devices
+ * (OR_VCLOCK_HOST: this rank's host memory), in ns, ignoring contention. */
+#define OR_VCLOCK_HOST (-1)
+uint64_t or_vclock_path_cost(int src_global_dev, int dst_global_dev, uint64_t bytes);
+
+/* OPENREG_TRACE is set. */
+bool or_trace_enabled(void);
+/* Now, in the clock of wall-mode traces (ns). */
+uint64_t or_trace_now(void);
+/* A slice on stream's track: [start_ns, end_ns) in the trace's clock (the
+ * virtual clock in virtual mode), args the text of a JSON object or NULL. */
+void or_trace_stream_slice(orStream_t stream, const char *name, const char *category,
+                           uint64_t start_ns, uint64_t end_ns, const char *args_json);
+
 #endif

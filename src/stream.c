@@ -10,6 +10,7 @@
 #include "internal.h"
 #include "proxy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,8 @@ static bool stream_advance_locked(or_stream *s)
             s->blocked = true;
             return false;
         }
+        if (or_trace_on)
+            or_trace_op(op, or_trace_wall_ns());
         pop_head_locked(s, op);
         or_op_release(op);
     }
@@ -120,6 +123,8 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     or_device *dev = s->dev;
     bool wake = false;
     pthread_mutex_lock(&dev->lock);
+    if (or_vt_on)
+        or_vclock_charge(s, op);
     uint64_t seq = op->seq = ++s->last_seq;
     op->stream = s;
     op->next = NULL;
@@ -144,6 +149,8 @@ void or_stream_op_done(or_op *op) { stream_complete(op->stream, op); }
 
 static void stream_complete(or_stream *s, or_op *op)
 {
+    if (or_trace_on)
+        or_trace_op(op, or_trace_wall_ns());
     or_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     s->busy = false;
@@ -261,6 +268,8 @@ static void remote_copy_done(or_proxy_req *req)
 
 static void op_execute(or_stream *s, or_op *op)
 {
+    if (or_trace_on)
+        op->wall_start = or_now_ns();
     switch (op->kind) {
     case OR_OP_KERNEL:
         if (op->u.kernel.nblocks > 1 && s->dev->hw.nthreads > 1) {
@@ -288,11 +297,16 @@ static void op_execute(or_stream *s, or_op *op)
         memset(op->u.memset.dst, op->u.memset.value, op->u.memset.count);
         or_strict_leave();
         break;
-    case OR_OP_HOST_FUNC:
+    case OR_OP_HOST_FUNC: {
+        /* Work the function issues starts after it, in virtual time. */
+        uint64_t saved = or_vt_on ? or_vclock_host_enter(op->vt_end) : 0;
         op->u.host.fn(op->u.host.data);
+        if (or_vt_on)
+            or_vclock_host_leave(saved);
         break;
+    }
     case OR_OP_EVENT_RECORD:
-        or_event_complete(op->u.event.event, op->u.event.gen);
+        or_event_complete(op->u.event.event, op->u.event.gen, op->vt_start);
         break;
     case OR_OP_EVENT_WAIT: /* resolved by the scheduler, never executed */
         break;
@@ -389,6 +403,12 @@ orError_t orStreamCreateWithPriority(orStream_t *stream, unsigned int flags, int
     if (!s)
         OR_RETURN(orErrorMemoryAllocation);
     or_stream_init(s, or_current_device(), priority, flags);
+    s->trace_tid = atomic_fetch_add(&s->dev->next_trace_tid, 1) + 1;
+    if (or_trace_on) {
+        char name[64];
+        snprintf(name, sizeof name, "stream %d (priority %d)", s->trace_tid, priority);
+        or_trace_name_track(s->dev->global_id, s->trace_tid, name);
+    }
     s->handle = or_handle_register(OR_HANDLE_STREAM, s);
     if (!s->handle) {
         or_device *dev = s->dev;
@@ -473,7 +493,10 @@ orError_t orStreamSynchronize(orStream_t stream)
         OR_RETURN(err);
     if (or_in_worker())
         OR_RETURN(orErrorNotPermitted);
+    uint64_t vt = or_vt_on ? or_vclock_stream(s) : 0;
     or_stream_wait_seq(s, atomic_load(&s->enq_seq));
+    if (or_vt_on)
+        or_vclock_host_sync(vt);
     OR_RETURN(or_stream_take_error(s));
 }
 

@@ -1,0 +1,88 @@
+/*
+ * src/vclock.h - the virtual clock (OPENREG_TIME=virtual).
+ *
+ * Every stream carries a clock in integer nanoseconds. Ops are charged when
+ * they are issued (enqueued), in the order the program issues them, so the
+ * times depend only on the program and the model, never on how the host
+ * schedules the work: an op starts at the max of its stream's clock, the
+ * issuing thread's host clock and the clocks of the events it waits on, and
+ * ends its cost later. docs/virtual-time.md gives the model and its figures.
+ *
+ * Locking: one process-wide mutex (a leaf: taken under a device lock, never
+ * the other way) guards the stream clocks, the events' record times and the
+ * link timelines.
+ */
+#ifndef OR_VCLOCK_H
+#define OR_VCLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { OR_TIME_WALL = 0, OR_TIME_VIRTUAL = 1 } or_time_mode;
+
+/* The host end of a copy: host memory of this rank. */
+#define OR_VT_HOST (-1)
+
+/* Default links while no topology is declared (docs/virtual-time.md). */
+#define OR_VT_KERNEL_LAUNCH_NS 3000ull /* device-side launch latency of a kernel */
+#define OR_VT_LOCAL_LATENCY_NS 2000ull /* copy or memset within one device */
+#define OR_VT_HOST_LINK_BPS 25000000000ull /* host <-> device, each direction (PCIe 4.0 x16) */
+#define OR_VT_HOST_LINK_NS 5000ull
+#define OR_VT_HOST_MEM_BPS 20000000000ull /* host to host memcpy */
+#define OR_VT_HOST_MEM_NS 1000ull
+#define OR_VT_PEER_BPS 25000000000ull /* device to device, same virtual node (PCIe P2P) */
+#define OR_VT_PEER_NS 5000ull
+#define OR_VT_NET_BPS 12500000000ull /* across virtual nodes (100 Gb/s) */
+#define OR_VT_NET_NS 10000ull
+/* An undeclared kernel: each thread of the grid is taken to do this much. */
+#define OR_VT_GUESS_FLOPS_PER_THREAD 2.0
+#define OR_VT_GUESS_BYTES_PER_THREAD 8.0
+
+/* Link timelines keep at most this many busy intervals; beyond, the two
+ * oldest are merged (the gap between them counts as busy). */
+#define OR_VT_MAX_INTERVALS 512
+
+/* A path between two ends of a copy. */
+typedef struct or_vpath {
+    uint64_t latency_ns;
+    uint64_t bytes_per_s;
+    uint64_t link;    /* transfers naming the same link share its bandwidth */
+    const char *type; /* LOC, PHB (host link), SYS (host memory), PIX (peer), NET */
+} or_vpath;
+
+extern bool or_vt_on; /* OPENREG_TIME=virtual; set once at start-up */
+
+void or_vclock_start(bool on);
+void or_vclock_fini(void);
+
+/* The path between two ends, each a global device id or OR_VT_HOST. The one
+ * place that knows links: a declared topology replaces its body. */
+or_vpath or_vclock_path(int src, int dst);
+/* latency + ceil(bytes / bandwidth) of that path, in ns, ignoring contention. */
+uint64_t or_vclock_path_cost(int src, int dst, uint64_t bytes);
+/* ceil(bytes * 1e9 / bytes_per_s), exactly. */
+uint64_t or_vclock_bytes_ns(uint64_t bytes, uint64_t bytes_per_s);
+
+/* Global device id of this process's device d. */
+int or_vclock_global_device(int d);
+
+struct or_stream;
+struct or_op;
+/* Charge op, about to be queued on s (under s->dev->lock): sets op->vt_start
+ * and op->vt_end and moves the stream's clock. */
+void or_vclock_charge(struct or_stream *s, struct or_op *op);
+/* The stream's clock: the end of the last op issued on it. */
+uint64_t or_vclock_stream(struct or_stream *s);
+struct or_event;
+/* Virtual time of the newest record issued on ev. */
+uint64_t or_vclock_event(struct or_event *ev);
+/* Charge cost_ns on s from max(start_ns, its clock, the host clock). */
+uint64_t or_vclock_advance(struct or_stream *s, uint64_t start_ns, uint64_t cost_ns);
+/* The calling thread waited for work that ends at t. */
+void or_vclock_host_sync(uint64_t t);
+uint64_t or_vclock_host(void);
+/* A worker runs a host function: its thread's host clock is the op's. */
+uint64_t or_vclock_host_enter(uint64_t t);
+void or_vclock_host_leave(uint64_t saved);
+
+#endif

@@ -109,6 +109,14 @@ Test(config, profile_unknown) { expect_bad_env_hint("OPENREG_DEVICE_PROFILE", "t
 Test(config, profile_empty) { expect_bad_env_hint("OPENREG_DEVICE_PROFILE", "", "h100"); }
 Test(config, bind_unknown) { expect_bad_env_hint("OPENREG_BIND", "socket", "numa"); }
 Test(config, mem_fraction) { expect_bad_env_hint("OPENREG_DEVICE_MEM", "1.5G", "1M"); }
+Test(config, time_unknown) { expect_bad_env_hint("OPENREG_TIME", "fast", "wall or virtual"); }
+Test(config, time_empty) { expect_bad_env_hint("OPENREG_TIME", "", "virtual"); }
+Test(config, trace_empty) { expect_bad_env_hint("OPENREG_TRACE", "", "file name"); }
+Test(config, trace_unwritable)
+{
+    expect_bad_env_hint("OPENREG_TRACE", "/nonexistent-dir/trace.json", "cannot create");
+}
+Test(config, trace_buffer_too_small) { expect_bad_env_hint("OPENREG_TRACE_BUFFER", "10", "1024"); }
 
 Test(config, failure_also_hits_first_call_of_other_kinds)
 {

@@ -2,7 +2,8 @@
  * orrun.c - launch an OpenReg Cluster job on this host.
  *
  * Usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]
- *              [--profile NAME] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]
+ *              [--profile NAME] [--time MODE] [--trace FILE] [--dry-run] [-h|--help]
+ *              -- PROGRAM [ARGS...]
  *
  * Sets the runtime's variables for every rank (OPENREG_DEVICES,
  * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE for the
@@ -60,13 +61,14 @@ typedef struct {
     char exported[32];  /* what the ranks get: canonical spelling */
 } setting;
 
-enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, NSETTINGS };
+enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, S_TIME, NSETTINGS };
 
 typedef struct {
     const char *ranks_text;
     long long ranks;
     setting s[NSETTINGS];
     bool dry_run;
+    const char *trace; /* --trace FILE: OPENREG_TRACE */
     char **program; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
 } options;
 
@@ -76,7 +78,8 @@ static void usage(FILE *f)
                    *prof = param("OPENREG_DEVICE_PROFILE");
     fprintf(f,
             "usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]\n"
-            "             [--profile NAME] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]\n"
+            "             [--profile NAME] [--time MODE] [--trace FILE] [--dry-run] [-h|--help]\n"
+            "             -- PROGRAM [ARGS...]\n"
             "\n"
             "Runs PROGRAM as an OpenReg Cluster job of RANKS MPI ranks on this host: sets\n"
             "the runtime's variables below for every rank, then execs\n"
@@ -93,6 +96,11 @@ static void usage(FILE *f)
             "                      %s\n"
             "  --profile NAME      device model (OPENREG_DEVICE_PROFILE):\n"
             "                      %s\n"
+            "  --time MODE         clock of events and traces (OPENREG_TIME): wall or\n"
+            "                      virtual (modelled, deterministic; docs/virtual-time.md)\n"
+            "  --trace FILE        Chrome trace of every rank (OPENREG_TRACE): each rank\n"
+            "                      writes FILE.rankN.json (FILE.json alone with 1 rank);\n"
+            "                      'ortrace-merge FILE.json' joins them\n"
             "  --dry-run           print the plan (virtual nodes, each device's cores and\n"
             "                      NUMA node) and the mpiexec command; launch nothing\n"
             "  -h, --help          print this help\n"
@@ -157,6 +165,7 @@ static void parse_args(int argc, char **argv, options *o)
     o->s[S_RANKS_PER_NODE] = (setting){"--ranks-per-node", "OPENREG_RANKS_PER_NODE", NULL, 0, ""};
     o->s[S_BIND] = (setting){"--bind", "OPENREG_BIND", NULL, 0, ""};
     o->s[S_PROFILE] = (setting){"--profile", "OPENREG_DEVICE_PROFILE", NULL, 0, ""};
+    o->s[S_TIME] = (setting){"--time", "OPENREG_TIME", NULL, 0, ""};
 
     int i = 1;
     bool dashdash = false;
@@ -182,6 +191,12 @@ static void parse_args(int argc, char **argv, options *o)
             s = &o->s[S_BIND];
         } else if (is_option(arg, "--profile")) {
             s = &o->s[S_PROFILE];
+        } else if (is_option(arg, "--time")) {
+            s = &o->s[S_TIME];
+        } else if (is_option(arg, "--trace")) {
+            o->trace = option_value(argc, argv, &i, "--trace");
+            if (!*o->trace)
+                bad_usage("--trace needs a file name");
         } else if (arg[0] == '-') {
             bad_usage("unknown option '%s'", arg);
         } else {
@@ -334,6 +349,7 @@ static int check_environment(const options *o)
         bool overridden = false;
         for (int k = 0; k < NSETTINGS; k++)
             overridden |= o->s[k].text && strcmp(o->s[k].var, p[i].name) == 0;
+        overridden |= o->trace && strcmp(p[i].name, "OPENREG_TRACE") == 0;
         const char *env = getenv(p[i].name);
         long long v;
         if (overridden || !env || or_param_parse(&p[i], env, &v) == 0)
@@ -491,6 +507,11 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
     for (int s = 0; s < NSETTINGS; s++)
         if (o->s[s].text)
             printf("  %s=%s\n", o->s[s].var, o->s[s].exported);
+    if (o->trace) {
+        printf("  OPENREG_TRACE=");
+        print_word(o->trace);
+        printf("\n");
+    }
     const char *level = getenv(thread_level_var);
     if (level)
         printf("  %s=%s (already set, kept)\n", thread_level_var, level);
@@ -553,6 +574,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "orrun: cannot set %s: %s\n", o.s[k].var, strerror(errno));
             return 1;
         }
+    if (o.trace && setenv("OPENREG_TRACE", o.trace, 1) != 0) {
+        fprintf(stderr, "orrun: cannot set OPENREG_TRACE: %s\n", strerror(errno));
+        return 1;
+    }
     if (setenv(thread_level_var, thread_level, 0) != 0) {
         fprintf(stderr, "orrun: cannot set %s: %s\n", thread_level_var, strerror(errno));
         return 1;

@@ -158,6 +158,13 @@ expect "every option becomes its variable" options_set
 expect "the thread level is raised for plain MPI_Init" \
     env_has MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_MULTIPLE
 
+run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 2 --time virtual --trace "$tmp/t r.json" -- prog
+time_and_trace_set() {
+    env_has OPENREG_TIME=virtual && env_has "OPENREG_TRACE=$tmp/t r.json"
+}
+expect "--time and --trace become OPENREG_TIME and OPENREG_TRACE" \
+    status_and 0 time_and_trace_set
+
 run env ORRUN_MPIEXEC="$fake" OPENREG_BIND=none OPENREG_DEVICES=3 \
     MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_MULTIPLE "$ORRUN" -n 2 --bind core -- prog
 user_values_kept() {
@@ -242,6 +249,9 @@ bad_args "--ranks-per-node 0" \
 bad_args "--ranks-per-node 3 of 2 ranks" "--ranks-per-node '3' is not valid" \
     -n 2 --ranks-per-node 3 -- prog
 bad_args "unknown option" "unknown option '--frobnicate'" -n 2 --frobnicate -- prog
+bad_args "--time fast" "--time 'fast' is not valid: expected wall or virtual" \
+    -n 2 --time fast -- prog
+bad_args "--trace ''" "--trace needs a file name" -n 2 --trace '' -- prog
 bad_args "-d without a value" "-d needs a value" -n 2 -d -- prog
 expect "no bad command line reached mpiexec" [ ! -e "$tmp/args" ]
 

@@ -412,6 +412,12 @@ orError_t orDeviceSynchronize(void)
     pthread_mutex_unlock(&dev->lock);
     if (!pins)
         OR_RETURN(orErrorMemoryAllocation);
+    /* Virtual time: the host resumes when the latest stream ends. */
+    uint64_t vt = 0;
+    for (size_t i = 0; or_vt_on && i < n; i++) {
+        uint64_t t = or_vclock_stream(pins[i].s);
+        vt = t > vt ? t : vt;
+    }
 
     orError_t err = orSuccess;
     for (size_t i = 0; i < n; i++) {
@@ -428,5 +434,7 @@ orError_t orDeviceSynchronize(void)
     }
     pthread_mutex_unlock(&dev->lock);
     free(pins);
+    if (or_vt_on)
+        or_vclock_host_sync(vt);
     OR_RETURN(err);
 }

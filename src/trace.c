@@ -22,6 +22,7 @@ enum { TR_KERNEL, TR_COPY, TR_REMOTE_COPY, TR_MEMSET, TR_HOST_FUNC, TR_RECORD, T
 
 typedef struct tr_rec {
     uint64_t ts, dur; /* ns */
+    uint64_t seq;     /* the op's place in its stream: orders equal times */
     const void *name; /* kernel: its name or function; slice: its name */
     int32_t pid, tid;
     uint8_t kind;
@@ -185,6 +186,7 @@ void or_trace_op(const or_op *op, uint64_t wall_end)
     memset(r, 0, sizeof *r);
     r->pid = s->dev->global_id;
     r->tid = s->trace_tid;
+    r->seq = op->seq;
     if (tr.virtual_time) {
         r->ts = op->vt_start;
         r->dur = op->vt_end - op->vt_start;
@@ -394,6 +396,8 @@ static int ref_cmp(const void *pa, const void *pb)
         return a->r->tid < b->r->tid ? -1 : 1;
     if (a->r->ts != b->r->ts)
         return a->r->ts < b->r->ts ? -1 : 1;
+    if (a->r->seq != b->r->seq)
+        return a->r->seq < b->r->seq ? -1 : 1;
     return a->order < b->order ? -1 : a->order > b->order;
 }
 

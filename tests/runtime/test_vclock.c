@@ -251,6 +251,36 @@ Test(vclock, host_synchronization_orders_later_work)
     cr_assert_eq(elapsed(t0, after), LAUNCH_NS + 1000000);
 }
 
+Test(vclock, device_synchronize_waits_for_the_latest_stream)
+{
+    virtual_a100();
+    int *out;
+    CHECK_OR(orMalloc((void **)&out, 64 * sizeof(int)));
+    orStream_t s1, s2, s3;
+    CHECK_OR(orStreamCreate(&s1));
+    CHECK_OR(orStreamCreate(&s2));
+    CHECK_OR(orStreamCreate(&s3));
+    orEvent_t t0 = timed_event(), after = timed_event();
+    CHECK_OR(orEventRecord(t0, s3));
+    orLaunchCost c1 = {19.5e9, 0}, c2 = {2 * 19.5e9, 0};
+    orLaunchConfig cfg = {{1, 1, 1}, {1, 1, 1}, 0, s1, &c1, NULL};
+    CHECK_OR(orLaunchKernelEx(&cfg, fill_kernel, &out, sizeof out));
+    cfg.stream = s2;
+    cfg.cost = &c2;
+    CHECK_OR(orLaunchKernelEx(&cfg, fill_kernel, &out, sizeof out));
+    CHECK_OR(orDeviceSynchronize());
+    CHECK_OR(orEventRecord(after, s3));
+    CHECK_OR(orEventSynchronize(after));
+    cr_assert_eq(elapsed(t0, after), LAUNCH_NS + 2000000);
+    /* A synchronous copy: the host resumes when it ends. */
+    int host[64];
+    CHECK_OR(orMemcpy(host, out, sizeof host, orMemcpyDeviceToHost));
+    orEvent_t later = timed_event();
+    CHECK_OR(orEventRecord(later, s3));
+    CHECK_OR(orEventSynchronize(later));
+    cr_assert_eq(elapsed(after, later), HOST_LINK_NS + xfer_ns(sizeof host, HOST_LINK_BPS));
+}
+
 Test(vclock, transfers_on_one_link_share_it)
 {
     virtual_a100();

@@ -134,9 +134,10 @@ static void runtime_teardown(void)
     /* Every rank stops its proxy together, so none stops serving a peer
      * that still needs it; remote copies in flight complete first. */
     or_proxy_stop();
-    or_trace_fini(); /* written now: the devices' work is done */
+    or_trace_flush(); /* written now: the devices' work is done */
     if (!stopped)
-        return;
+        return; /* a busy worker may still record: the buffers stay */
+    or_trace_fini();
     for (int d = 0; d < or_rt.ndevices; d++)
         device_free(&or_rt.devices[d]);
     free(or_rt.devices);

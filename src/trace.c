@@ -534,7 +534,6 @@ void or_trace_fini(void)
 {
     if (!or_trace_on)
         return;
-    or_trace_flush();
     or_trace_on = false;
     pthread_mutex_lock(&tr.lock);
     while (tr.bufs) {

@@ -22,6 +22,7 @@ extern bool or_trace_on; /* set once at start-up */
 orError_t or_trace_start(const char *path, long long per_thread_cap, bool virtual_time);
 /* Write the file from what is recorded so far (again at each call). */
 void or_trace_flush(void);
+/* Free the buffers (once no thread records any more). */
 void or_trace_fini(void);
 
 /* The same text for as long as the trace lives (names of kernels, slices). */

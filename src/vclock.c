@@ -19,6 +19,9 @@ bool or_vt_on;
 static pthread_mutex_t vt_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local uint64_t host_vt;
 
+/* Absurd declared costs saturate instead of wrapping the clock around. */
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 /* ---- link timelines ----------------------------------------------------- */
 
 typedef struct {
@@ -79,18 +82,19 @@ static uint64_t link_reserve(uint64_t key, uint64_t t, uint64_t d)
     for (; i < tl->n; i++) {
         if (tl->v[i].b <= s)
             continue;
-        if (tl->v[i].a >= s + d)
+        if (tl->v[i].a >= add_sat(s, d))
             break;
         s = tl->v[i].b;
     }
-    /* i: the first interval after [s, s+d). Merge with touching neighbours. */
-    bool left = i > 0 && tl->v[i - 1].b == s, right = i < tl->n && tl->v[i].a == s + d;
+    /* i: the first interval after [s, e). Merge with touching neighbours. */
+    uint64_t e = add_sat(s, d);
+    bool left = i > 0 && tl->v[i - 1].b == s, right = i < tl->n && tl->v[i].a == e;
     if (left && right) {
         tl->v[i - 1].b = tl->v[i].b;
         memmove(&tl->v[i], &tl->v[i + 1], (tl->n - i - 1) * sizeof *tl->v);
         tl->n--;
     } else if (left) {
-        tl->v[i - 1].b = s + d;
+        tl->v[i - 1].b = e;
     } else if (right) {
         tl->v[i].a = s;
     } else {
@@ -103,7 +107,7 @@ static uint64_t link_reserve(uint64_t key, uint64_t t, uint64_t d)
             tl->cap = cap;
         }
         memmove(&tl->v[i + 1], &tl->v[i], (tl->n - i) * sizeof *tl->v);
-        tl->v[i] = (interval){s, s + d};
+        tl->v[i] = (interval){s, e};
         tl->n++;
     }
     if (tl->n > OR_VT_MAX_INTERVALS) { /* bounded memory: the oldest gap is lost */
@@ -191,6 +195,7 @@ uint64_t or_vclock_path_cost(int src, int dst, uint64_t bytes)
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+
 /* ceil(x) as ns, bounded; x is finite and non-negative (launch checks). */
 static uint64_t ceil_ns(double x)
 {
@@ -220,7 +225,7 @@ void or_vclock_charge(or_stream *s, or_op *op)
     uint64_t start = max_u64(s->vt_clock, host_vt), end = start;
     switch (op->kind) {
     case OR_OP_KERNEL:
-        end = start + kernel_cost(s, op);
+        end = add_sat(start, kernel_cost(s, op));
         break;
     case OR_OP_COPY:
     case OR_OP_MEMSET:
@@ -230,7 +235,7 @@ void or_vclock_charge(or_stream *s, or_op *op)
         /* The data occupies the link for bytes/bandwidth; latency is the
          * pipeline's delay and is not a share of the link. */
         uint64_t slot = link_reserve(p.link, start, busy);
-        end = slot + busy + p.latency_ns;
+        end = add_sat(add_sat(slot, busy), p.latency_ns);
         break;
     }
     case OR_OP_EVENT_RECORD:
@@ -268,7 +273,7 @@ uint64_t or_vclock_advance(or_stream *s, uint64_t start_ns, uint64_t cost_ns)
 {
     pthread_mutex_lock(&vt_lock);
     uint64_t start = max_u64(max_u64(s->vt_clock, host_vt), start_ns);
-    s->vt_clock = start + cost_ns;
+    s->vt_clock = add_sat(start, cost_ns);
     uint64_t end = s->vt_clock;
     pthread_mutex_unlock(&vt_lock);
     return end;

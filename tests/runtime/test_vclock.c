@@ -194,6 +194,25 @@ Test(vclock, bad_launch_cost_is_invalid_value)
     EXPECT_OR(orEventElapsedTimeNs(&ns, e, e), orErrorInvalidResourceHandle); /* never recorded */
 }
 
+Test(vclock, absurd_declared_costs_saturate_instead_of_wrapping)
+{
+    virtual_a100();
+    int *out;
+    CHECK_OR(orMalloc((void **)&out, sizeof(int)));
+    orLaunchCost huge = {1e300, 1e300};
+    orLaunchConfig cfg = {{1, 1, 1}, {1, 1, 1}, 0, NULL, &huge, NULL};
+    orEvent_t ev[7];
+    for (int i = 0; i < 7; i++) {
+        ev[i] = timed_event();
+        CHECK_OR(orEventRecord(ev[i], NULL));
+        CHECK_OR(orLaunchKernelEx(&cfg, fill_kernel, &out, sizeof out));
+    }
+    CHECK_OR(orDeviceSynchronize());
+    for (int i = 1; i < 7; i++)
+        cr_assert_geq(elapsed(ev[i - 1], ev[i]), 0, "the clock went back after kernel %d", i);
+    cr_assert_gt(elapsed(ev[0], ev[1]), 1000000000000000000ll); /* more than 1e18 ns */
+}
+
 Test(vclock, waiting_on_an_event_takes_the_max_of_both_streams)
 {
     virtual_a100();

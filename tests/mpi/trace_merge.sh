@@ -3,7 +3,8 @@
 # each rank writes NAME.rankN.json from MPI_Finalize (the program then skips
 # its exit handlers), with its remote copies costed over the network path;
 # ortrace-merge joins them into one valid file with all four devices. The
-# same in wall time, and the merge tool's refusals.
+# same in wall time, the same through orrun --time/--trace, and the merge
+# tool's refusals.
 set -eu
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -35,6 +36,12 @@ job OPENREG_TRACE="$dir/w.json" ./tests/mpi/vtime_remote 65536
 $merge -o "$dir/wall.json" "$dir/w.rank0.json" "$dir/w.rank1.json" || fail "wall merge"
 $checker "$dir/wall.json" --time wall --ranks 0,1 --pids 0,1,2,3 --count 'remote memcpy PtoP=4' ||
     fail "merged wall trace"
+
+# The same through orrun's options, as a user runs it.
+timeout --kill-after=10 120 ./launch/orrun -n 2 -d 1 --ranks-per-node 1 --time virtual \
+    --trace "$dir/o.json" -- ./tests/mpi/vtime_remote 4096 || fail "orrun --trace exited with $?"
+$merge "$dir/o.json" && $checker "$dir/o.json" --time virtual --ranks 0,1 --pids 0,1 \
+    --count 'remote memcpy PtoP=4' || fail "orrun --time virtual --trace: merged trace"
 
 # Refusals: each with status 1 and a message naming the problem.
 refuse() {

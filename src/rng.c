@@ -110,6 +110,12 @@ static orError_t rng_enqueue(float *devPtr, size_t n, bool normal, float mean, f
     op->u.kernel.nblocks = (uint64_t)grid.x * grid.y;
     op->u.kernel.args = memcpy(op->payload, &args, sizeof args);
     op->cost.bytes = (uint64_t)n * sizeof(float);
+    /* Virtual time: memory-bound, the numbers written once. */
+    op->cost.declared = true;
+    op->cost.kernel_bytes = (double)n * sizeof(float);
+    if (or_trace_on)
+        op->u.kernel.name =
+            or_trace_intern(normal ? "orRandGenerateNormal" : "orRandGenerateUniform");
     or_stream_enqueue(s, op);
     return orSuccess;
 }

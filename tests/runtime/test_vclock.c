@@ -175,6 +175,23 @@ Test(vclock, undeclared_kernel_is_estimated_from_the_grid)
     cr_assert_eq(elapsed(a, b), LAUNCH_NS + (compute > memory ? compute : memory));
 }
 
+Test(vclock, random_numbers_are_charged_as_writing_them)
+{
+    virtual_a100();
+    float *x;
+    size_t n = 2039000 / 4; /* 2.039 MB: 1000 ns at 2039 GB/s */
+    CHECK_OR(orMalloc((void **)&x, n * sizeof(float)));
+    orEvent_t a = timed_event(), b = timed_event(), c = timed_event();
+    CHECK_OR(orEventRecord(a, NULL));
+    CHECK_OR(orRandGenerateUniform(x, n, 42, 0, NULL));
+    CHECK_OR(orEventRecord(b, NULL));
+    CHECK_OR(orRandGenerateNormal(x, n, 0.0f, 1.0f, 42, 0, NULL));
+    CHECK_OR(orEventRecord(c, NULL));
+    CHECK_OR(orDeviceSynchronize());
+    cr_assert_eq(elapsed(a, b), LAUNCH_NS + 1000);
+    cr_assert_eq(elapsed(b, c), LAUNCH_NS + 1000);
+}
+
 Test(vclock, bad_launch_cost_is_invalid_value)
 {
     virtual_a100();

@@ -25,6 +25,17 @@ wait "$hog" 2>/dev/null || true
 hog=
 OPENREG_TIME=wall OPENREG_DEVICE_THREADS=2 "$prog" 6 > "$dir/c.out"
 
+# The cpu profile is rated the same whatever share of the host a device
+# gets: a fake host of 16 cores (8 per device) against this one.
+env -u OPENREG_DEVICE_PROFILE OPENREG_TIME=virtual "$prog" 3 > "$dir/cpu1.out"
+env -u OPENREG_DEVICE_PROFILE OPENREG_TIME=virtual HWLOC_SYNTHETIC="pack:1 core:16 pu:1" \
+    "$prog" 3 > "$dir/cpu2.out"
+if ! cmp -s "$dir/cpu1.out" "$dir/cpu2.out"; then
+    echo "FAIL: cpu-profile virtual times depend on the host's cores:"
+    diff "$dir/cpu1.out" "$dir/cpu2.out" || true
+    failed=1
+fi
+
 cat "$dir/a.out"
 if ! cmp -s "$dir/a.out" "$dir/b.out"; then
     echo "FAIL: virtual times differ between runs:"

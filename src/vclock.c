@@ -241,8 +241,8 @@ void or_vclock_charge(or_stream *s, or_op *op)
     case OR_OP_EVENT_RECORD:
         op->u.event.event->vt_record = start;
         break;
-    case OR_OP_EVENT_WAIT:
-        end = start = max_u64(start, op->u.event.event->vt_record);
+    case OR_OP_EVENT_WAIT: /* from when the stream got there to the record */
+        end = max_u64(start, op->u.event.event->vt_record);
         break;
     case OR_OP_HOST_FUNC:
         break;

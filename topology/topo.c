@@ -307,6 +307,9 @@ or_topo_status ot_add_link(or_topo *t, int a, int b, or_topo_link_kind kind, dou
     if (a == b)
         return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, line, 0,
                        "link from '%s' to itself", t->verts[a].id);
+    if (t->nlinks >= OR_TOPO_MAX_LINKS)
+        return ot_fail(err, OR_TOPO_ERR_LIMIT, t->source, line, 0, "more than %d links",
+                       OR_TOPO_MAX_LINKS);
     if (grow((void **)&t->links, &t->cap_links, t->nlinks + 1, sizeof *t->links))
         return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
     ot_link *l = &t->links[t->nlinks++];
@@ -346,7 +349,7 @@ static or_topo_status check_links(or_topo *t, or_topo_error *err)
         unsigned ok = link_allowed(l->info.kind);
         if (!(ok & kind_bit(a->kind)) || !(ok & kind_bit(b->kind)))
             return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, l->line, 0,
-                           "a %s link cannot join %s '%s' and %s '%s'",
+                           "link type %s cannot join %s '%s' and %s '%s'",
                            or_topo_link_kind_name(l->info.kind), or_topo_kind_name(a->kind),
                            a->id, or_topo_kind_name(b->kind), b->id);
         if (l->info.kind == OR_TOPO_LINK_NVLINK && a->kind == OR_TOPO_CPU &&

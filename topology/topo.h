@@ -44,10 +44,12 @@ typedef enum {
 #undef OR_TOPO_ENUM_
 } or_topo_status;
 
-/* Longest accepted id or name, and the most devices a topology may hold
- * (paths are kept for every device pair). */
+/* Longest accepted id or name, and the most devices and links a topology
+ * may hold (paths are kept for every device pair, computed when it is
+ * built: these bound that to about a second). */
 #define OR_TOPO_MAX_ID 128
 #define OR_TOPO_MAX_DEVICES 1024
+#define OR_TOPO_MAX_LINKS 65536
 
 typedef struct or_topo_error {
     or_topo_status code;

@@ -126,8 +126,8 @@ static int parse_quantity(const char *text, const ot_unit *units, size_t nunits,
         }
     }
     unit_list(units, nunits, list, sizeof list);
-    snprintf(why, OT_WHY_SIZE, "unknown unit '%.12s' in %s '%.40s' (one of %.80s)", unit, what, text,
-             list);
+    snprintf(why, OT_WHY_SIZE, "unknown unit '%.12s' in %s '%.40s' (one of %s)", unit, what,
+             text, list);
     return -1;
 }
 

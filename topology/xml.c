@@ -692,6 +692,40 @@ static or_topo_status read_nccl(ot_nccl *x, const xmlNode *root)
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* libxml2 goes on after the first error and reports the last; the first is
+ * the one that names the line to fix. */
+typedef struct {
+    int set, line, column;
+    char message[300];
+} ot_first_error;
+
+static void keep_first_error(void *user, xmlErrorPtr e)
+{
+    xmlParserCtxtPtr ctxt = user;
+    ot_first_error *first = ctxt ? ctxt->_private : NULL;
+    if (!first || first->set || !e || e->level < XML_ERR_ERROR)
+        return;
+    first->set = 1;
+    first->line = e->line;
+    first->column = e->int2;
+    snprintf(first->message, sizeof first->message, "%s", e->message ? e->message : "");
+    size_t n = strlen(first->message);
+    while (n > 0 && (first->message[n - 1] == '\n' || first->message[n - 1] == ' '))
+        first->message[--n] = '\0';
+}
+
+static int line_of_text(const char *buf, size_t len, const char *needle)
+{
+    size_t k = strlen(needle);
+    int line = 1;
+    for (size_t i = 0; i + k <= len; i++) {
+        if (memcmp(buf + i, needle, k) == 0)
+            return line;
+        line += buf[i] == '\n';
+    }
+    return 0;
+}
+
 or_topo_status or_topo_from_xml_memory(const char *buf, size_t len, const char *source,
                                        or_topo **out, or_topo_error *err)
 {
@@ -706,27 +740,22 @@ or_topo_status or_topo_from_xml_memory(const char *buf, size_t len, const char *
     if (!ctxt)
         return ot_fail(err, OR_TOPO_ERR_NOMEM, source, 0, 0, "out of memory");
     /* No network, no entity expansion, nothing printed: errors come back here. */
+    ot_first_error first = {0};
+    ctxt->_private = &first;
+    ctxt->sax->serror = keep_first_error;
     int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
                   XML_PARSE_BIG_LINES;
     xmlDocPtr doc = xmlCtxtReadMemory(ctxt, buf, (int)len, source, NULL, options);
     or_topo_status rc = OR_TOPO_OK;
     or_topo *t = NULL;
-    if (!doc) {
-        const xmlError *e = xmlCtxtGetLastError(ctxt);
-        char msg[300] = "not well-formed XML";
-        if (e && e->message) {
-            snprintf(msg, sizeof msg, "%s", e->message);
-            size_t n = strlen(msg);
-            while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-                msg[--n] = '\0';
-        }
-        rc = ot_fail(err, OR_TOPO_ERR_SYNTAX, source, e ? e->line : 0, e ? e->int2 : 0,
-                     "malformed XML: %s", msg);
+    if (!doc || first.set) {
+        rc = ot_fail(err, OR_TOPO_ERR_SYNTAX, source, first.line, first.column,
+                     "malformed XML: %s", first.set ? first.message : "not well-formed");
         goto out;
     }
     xmlNode *root = xmlDocGetRootElement(doc);
     if (doc->intSubset || doc->extSubset) {
-        rc = ot_fail(err, OR_TOPO_ERR_SYNTAX, source, doc->intSubset ? line_of((xmlNode *)doc->intSubset) : 0, 0,
+        rc = ot_fail(err, OR_TOPO_ERR_SYNTAX, source, line_of_text(buf, len, "<!DOCTYPE"), 0,
                      "DOCTYPE declarations are not accepted in topology files");
         goto out;
     }
@@ -737,7 +766,9 @@ or_topo_status or_topo_from_xml_memory(const char *buf, size_t len, const char *
                      root ? (const char *)root->name : "");
         goto out;
     }
-    t = ot_new(is_named(root, "system") ? source : "", source);
+    /* An NCCL file has no name of its own: it is named after the file. */
+    const char *base = strrchr(source, '/');
+    t = ot_new(is_named(root, "system") ? (base ? base + 1 : source) : "", source);
     if (!t) {
         rc = ot_fail(err, OR_TOPO_ERR_NOMEM, source, 0, 0, "out of memory");
         goto out;

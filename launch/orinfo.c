@@ -155,6 +155,8 @@ static int any_failed(int failed)
  * means "decided elsewhere", and this says where. */
 static const char *implicit_default(const char *name)
 {
+    if (strcmp(name, "OPENREG_TOPO") == 0)
+        return "(none)";
     return strcmp(name, "OPENREG_DEVICE_MEM") == 0 ? "(profile)" : "(auto)";
 }
 

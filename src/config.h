@@ -7,6 +7,7 @@
 #define OR_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct or_config {
     long long devices;        /* OPENREG_DEVICES */
@@ -17,9 +18,13 @@ typedef struct or_config {
     long long bind;           /* OPENREG_BIND, an or_bind_mode */
     long long ranks_per_node; /* OPENREG_RANKS_PER_NODE, 0 = one node per host */
     long long debug;          /* OPENREG_DEBUG, an or_log_level */
+    long long topo;           /* OPENREG_TOPO given and valid (the text stays in the env) */
+    long long placement;      /* OPENREG_PLACEMENT, an or_topo_placement */
 } or_config;
 
-typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE } or_param_kind;
+/* TOPOLOGY: a preset, synthetic string or XML file (topology/topo.h); the
+ * value is 1 when it loads. */
+typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE, OR_PARAM_TOPOLOGY } or_param_kind;
 
 typedef struct or_param {
     const char *name;
@@ -39,6 +44,8 @@ int or_param_parse(const or_param *p, const char *text, long long *value);
 /* Fill cfg from the environment (defaults where unset). On a bad value print
  * one message naming the variable and the accepted values, return -1. */
 int or_config_load(or_config *cfg);
+/* Print why OPENREG_TOPO=spec does not load: file, line and reason. */
+void or_config_topology_error(const char *spec, FILE *f);
 /* Parse a size like "512M", "4G", "1048576" (binary suffixes K, M, G, T). */
 int or_parse_size(const char *text, long long *bytes);
 

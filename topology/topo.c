@@ -2,6 +2,7 @@
 #include "topo_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,8 @@ static int idmap_put(ot_idmap *m, char *key, int value)
 
 /* ---- building ----------------------------------------------------------- */
 
+static void row_free(ot_row *r);
+
 or_topo *ot_new(const char *name, const char *source)
 {
     or_topo *t = calloc(1, sizeof *t);
@@ -189,9 +192,9 @@ void or_topo_free(or_topo *t)
     free(t->node_ndev);
     free(t->adj_off);
     free(t->adj);
-    free(t->paths);
-    free(t->host_paths);
-    free(t->hop_pool);
+    for (int d = 0; t->rows && d < t->ndevs; d++)
+        row_free(atomic_load(&t->rows[d]));
+    free((void *)t->rows);
     free(t->name);
     free(t->source);
     free(t);
@@ -659,124 +662,185 @@ static long pool_add(ot_pool *p, const int *hops, int n)
     return (long)(p->n - (size_t)n);
 }
 
-static or_topo_status compute_paths(or_topo *t, or_topo_error *err)
+/* Scratch of one search from a source, allocated per use so that threads
+ * computing different rows never share it. */
+typedef struct {
+    ot_label *W, *L;
+    ot_heap heap;
+    int *hops;
+    double *levels;
+} ot_scratch;
+
+static void scratch_free(ot_scratch *x)
 {
-    int nstates = 2 * t->nverts, nd = t->ndevs;
-    ot_label *W = malloc(sizeof *W * (size_t)nstates);
-    ot_label *L = malloc(sizeof *L * (size_t)nstates);
+    free(x->W);
+    free(x->L);
+    free(x->heap.items);
+    free(x->hops);
+    free(x->levels);
+}
+
+static int scratch_alloc(const or_topo *t, ot_scratch *x)
+{
+    size_t nstates = 2 * (size_t)t->nverts;
+    x->W = malloc(sizeof *x->W * nstates);
+    x->L = malloc(sizeof *x->L * nstates);
     /* Every state is expanded once and pushes at most once per incident link. */
-    ot_heap heap = {malloc(sizeof(int) * (size_t)(4 * t->nlinks + 2)), 0};
-    int *hops = malloc(sizeof(int) * (size_t)(nstates + 1));
-    double *levels = malloc(sizeof(double) * (size_t)(t->nverts + 1));
-    /* Offsets first: pool addresses move while it grows. */
-    long *offs = malloc(sizeof(long) * (size_t)(nd * nd + nd));
-    ot_pool pool = {0};
-    t->paths = calloc((size_t)nd * (size_t)nd, sizeof *t->paths);
-    t->host_paths = calloc((size_t)nd, sizeof *t->host_paths);
-    or_topo_status rc = OR_TOPO_OK;
-    if (!W || !L || !heap.items || !hops || !levels || !offs || !t->paths || !t->host_paths) {
-        rc = ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
-        goto out;
+    x->heap.items = malloc(sizeof(int) * (size_t)(4 * t->nlinks + 2));
+    x->heap.n = 0;
+    x->hops = malloc(sizeof(int) * (nstates + 1));
+    x->levels = malloc(sizeof(double) * ((size_t)t->nverts + 1));
+    if (x->W && x->L && x->heap.items && x->hops && x->levels)
+        return 0;
+    scratch_free(x);
+    return -1;
+}
+
+/* The paths from one device: to every device, then (entry nd) to its host.
+ * Rows are computed when first asked for: their hops take memory in
+ * proportion to the path lengths, which a long ring makes large. */
+struct ot_row {
+    or_topo_path *paths;
+    int *hops;
+};
+
+static void row_free(ot_row *r)
+{
+    if (r) {
+        free(r->paths);
+        free(r->hops);
+        free(r);
     }
-    for (int d = 0; d < nd && rc == OR_TOPO_OK; d++) {
-        int src = t->dev_vertex[d];
-        search(t, src, 0, W, &heap, 1);
-        /* Targets: every device, and the CPUs of the source's node. */
-        int nlevels = 0;
-        for (int v = 0; v < t->nverts; v++) {
-            int target = t->verts[v].kind == OR_TOPO_DEVICE ||
-                         (t->verts[v].kind == OR_TOPO_CPU &&
-                          t->verts[v].node == t->verts[src].node);
-            double bw = widest_to(W, v);
-            if (!target || v == src || bw <= 0)
-                continue;
-            int seen = 0;
-            for (int i = 0; i < nlevels; i++)
-                seen |= levels[i] == bw;
-            if (!seen)
-                levels[nlevels++] = bw;
-        }
+}
+
+static ot_row *compute_row(const or_topo *t, int d)
+{
+    int nd = t->ndevs, src = t->dev_vertex[d];
+    ot_scratch x;
+    if (scratch_alloc(t, &x))
+        return NULL;
+    ot_row *row = calloc(1, sizeof *row);
+    long *offs = calloc((size_t)nd + 1, sizeof *offs); /* the pool moves while it grows */
+    ot_pool pool = {0};
+    if (!row || !offs || !(row->paths = calloc((size_t)nd + 1, sizeof *row->paths)))
+        goto fail;
+    search(t, src, 0, x.W, &x.heap, 1);
+    /* One latency search per distinct bottleneck among the targets: every
+     * device, and the CPUs of the source's node. */
+    int nlevels = 0;
+    for (int v = 0; v < t->nverts; v++) {
+        int target = t->verts[v].kind == OR_TOPO_DEVICE ||
+                     (t->verts[v].kind == OR_TOPO_CPU && t->verts[v].node == t->verts[src].node);
+        double bw = widest_to(x.W, v);
+        if (!target || v == src || bw <= 0)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < nlevels; i++)
+            seen |= x.levels[i] == bw;
+        if (!seen)
+            x.levels[nlevels++] = bw;
+    }
+    double host_bw = 0, host_lat = 0;
+    int host_hops = 0, host_state = -1;
+    for (int i = 0; i < nlevels; i++) {
+        search(t, src, x.levels[i], x.L, &x.heap, 0);
         for (int e = 0; e < nd; e++) {
             int v = t->dev_vertex[e];
-            if (v != src && !(widest_to(W, v) > 0)) {
+            if (v == src || widest_to(x.W, v) != x.levels[i])
+                continue;
+            int s = best_state(x.L, v);
+            int n = walk_back(t, x.L, s, x.hops);
+            long off = pool_add(&pool, x.hops, n);
+            if (off < 0)
+                goto fail;
+            or_topo_path *p = &row->paths[e];
+            p->type = classify(t, src, x.hops, n);
+            p->bandwidth = x.levels[i];
+            p->latency_ns = x.L[s].lat;
+            p->nhops = n;
+            offs[e] = off;
+        }
+        /* The host: the best CPU of the node by (bw, lat, hops, index). */
+        for (int v = 0; v < t->nverts; v++) {
+            if (t->verts[v].kind != OR_TOPO_CPU || t->verts[v].node != t->verts[src].node ||
+                widest_to(x.W, v) != x.levels[i])
+                continue;
+            int s = best_state(x.L, v);
+            if (host_state >= 0 && !(x.levels[i] > host_bw ||
+                                     (x.levels[i] == host_bw &&
+                                      (x.L[s].lat < host_lat ||
+                                       (x.L[s].lat == host_lat && x.L[s].hops < host_hops)))))
+                continue;
+            int n = walk_back(t, x.L, s, x.hops);
+            long off = pool_add(&pool, x.hops, n);
+            if (off < 0)
+                goto fail;
+            host_state = s;
+            host_bw = x.levels[i];
+            host_lat = x.L[s].lat;
+            host_hops = x.L[s].hops;
+            or_topo_path *hp = &row->paths[nd];
+            hp->type = classify(t, src, x.hops, n);
+            hp->bandwidth = host_bw;
+            hp->latency_ns = host_lat;
+            hp->nhops = n;
+            offs[nd] = off;
+        }
+    }
+    row->paths[d].type = OR_TOPO_PATH_LOC;
+    row->hops = pool.hops;
+    for (int e = 0; e <= nd; e++)
+        row->paths[e].hops = row->hops ? row->hops + offs[e] : NULL;
+    free(offs);
+    scratch_free(&x);
+    return row;
+fail:
+    free(offs);
+    free(pool.hops);
+    row_free(row);
+    scratch_free(&x);
+    return NULL;
+}
+
+/* The row of device d, computed by the first caller; concurrent first
+ * callers both compute it and one keeps its copy. NULL when out of memory. */
+static const ot_row *get_row(const or_topo *t, int d)
+{
+    ot_row *row = atomic_load_explicit(&t->rows[d], memory_order_acquire);
+    if (row)
+        return row;
+    ot_row *mine = compute_row(t, d);
+    if (!mine)
+        return NULL;
+    ot_row *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&t->rows[d], &expected, mine,
+                                                memory_order_acq_rel, memory_order_acquire))
+        return mine;
+    row_free(mine);
+    return expected;
+}
+
+/* Every device must reach every other: one widest search per device. */
+static or_topo_status check_reachable(or_topo *t, or_topo_error *err)
+{
+    ot_scratch x;
+    if (scratch_alloc(t, &x))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    or_topo_status rc = OR_TOPO_OK;
+    for (int d = 0; d < t->ndevs && rc == OR_TOPO_OK; d++) {
+        int src = t->dev_vertex[d];
+        search(t, src, 0, x.W, &x.heap, 1);
+        for (int e = 0; e < t->ndevs; e++) {
+            int v = t->dev_vertex[e];
+            if (v != src && !(widest_to(x.W, v) > 0)) {
                 rc = ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, t->verts[v].line, 0,
                              "no path from device '%s' to device '%s'", t->verts[src].id,
                              t->verts[v].id);
                 break;
             }
         }
-        double host_bw = 0, host_lat = 0;
-        int host_hops = 0, host_state = -1;
-        for (int i = 0; i < nlevels && rc == OR_TOPO_OK; i++) {
-            search(t, src, levels[i], L, &heap, 0);
-            for (int e = 0; e < nd; e++) {
-                int v = t->dev_vertex[e];
-                if (v == src || widest_to(W, v) != levels[i])
-                    continue;
-                int s = best_state(L, v);
-                int n = walk_back(t, L, s, hops);
-                long off = pool_add(&pool, hops, n);
-                if (off < 0) {
-                    rc = ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
-                    break;
-                }
-                or_topo_path *p = &t->paths[(size_t)d * nd + e];
-                p->type = classify(t, src, hops, n);
-                p->bandwidth = levels[i];
-                p->latency_ns = L[s].lat;
-                p->nhops = n;
-                offs[(size_t)d * nd + e] = off;
-            }
-            /* The host: the best CPU of the node by (bw, lat, hops, index). */
-            for (int v = 0; v < t->nverts && rc == OR_TOPO_OK; v++) {
-                if (t->verts[v].kind != OR_TOPO_CPU || t->verts[v].node != t->verts[src].node ||
-                    widest_to(W, v) != levels[i])
-                    continue;
-                int s = best_state(L, v);
-                if (host_state < 0 || levels[i] > host_bw ||
-                    (levels[i] == host_bw &&
-                     (L[s].lat < host_lat || (L[s].lat == host_lat && L[s].hops < host_hops)))) {
-                    int n = walk_back(t, L, s, hops);
-                    long off = pool_add(&pool, hops, n);
-                    if (off < 0) {
-                        rc = ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
-                        break;
-                    }
-                    host_state = s;
-                    host_bw = levels[i];
-                    host_lat = L[s].lat;
-                    host_hops = L[s].hops;
-                    or_topo_path *hp = &t->host_paths[d];
-                    hp->type = classify(t, src, hops, n);
-                    hp->bandwidth = host_bw;
-                    hp->latency_ns = host_lat;
-                    hp->nhops = n;
-                    offs[(size_t)nd * nd + d] = off;
-                }
-            }
-        }
-        or_topo_path *self = &t->paths[(size_t)d * nd + d];
-        self->type = OR_TOPO_PATH_LOC;
-        offs[(size_t)d * nd + d] = 0;
-        if (host_state < 0)
-            offs[(size_t)nd * nd + d] = 0;
     }
-    if (rc == OR_TOPO_OK) {
-        t->hop_pool = pool.hops;
-        pool.hops = NULL;
-        for (size_t i = 0; i < (size_t)nd * nd; i++)
-            t->paths[i].hops = t->hop_pool ? t->hop_pool + offs[i] : NULL;
-        for (int d = 0; d < nd; d++)
-            t->host_paths[d].hops = t->hop_pool ? t->hop_pool + offs[(size_t)nd * nd + d] : NULL;
-    }
-out:
-    free(W);
-    free(L);
-    free(heap.items);
-    free(hops);
-    free(levels);
-    free(offs);
-    free(pool.hops);
+    scratch_free(&x);
     return rc;
 }
 
@@ -835,7 +899,13 @@ or_topo_status ot_finish(or_topo *t, or_topo_error *err)
         t->adj[fill[t->links[i].info.b]++] = i;
     }
     free(fill);
-    return compute_paths(t, err);
+    or_topo_status rc2 = check_reachable(t, err);
+    if (rc2 != OR_TOPO_OK)
+        return rc2;
+    t->rows = calloc((size_t)t->ndevs, sizeof *t->rows);
+    if (!t->rows)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    return OR_TOPO_OK;
 }
 
 /* ---- reading ------------------------------------------------------------ */
@@ -890,14 +960,16 @@ const or_topo_path *or_topo_path_between(const or_topo *t, int src, int dst)
 {
     if (src < 0 || dst < 0 || src >= t->ndevs || dst >= t->ndevs)
         return NULL;
-    return &t->paths[(size_t)src * t->ndevs + dst];
+    const ot_row *row = get_row(t, src);
+    return row ? &row->paths[dst] : NULL;
 }
 
 const or_topo_path *or_topo_host_path(const or_topo *t, int d)
 {
-    if (d < 0 || d >= t->ndevs || t->host_paths[d].nhops == 0)
+    if (d < 0 || d >= t->ndevs)
         return NULL;
-    return &t->host_paths[d];
+    const ot_row *row = get_row(t, d);
+    return row && row->paths[t->ndevs].nhops ? &row->paths[t->ndevs] : NULL;
 }
 
 int or_topo_equal(const or_topo *a, const or_topo *b)

@@ -33,6 +33,8 @@ typedef struct ot_link {
     int line;
 } ot_link;
 
+typedef struct ot_row ot_row;
+
 typedef struct ot_idmap {
     char **keys;
     int *values;
@@ -59,9 +61,8 @@ struct or_topo {
     int *dev_vertex;           /* device index -> vertex */
     int *node_first, *node_ndev;
     int *adj_off, *adj;        /* vertex -> incident link indices (CSR) */
-    or_topo_path *paths;       /* ndevs * ndevs, row = source */
-    or_topo_path *host_paths;  /* ndevs; type LOC + no hops when the node has no CPU */
-    int *hop_pool;             /* every path's hops */
+    /* The paths from each device, computed on first use (topo.c). */
+    struct ot_row *_Atomic *rows;
 };
 
 /* Set *err (if any) and return code. line/column 0 = unknown. */

@@ -9,9 +9,9 @@
 #include <string.h>
 
 /* Counts above 16 (nodes:, devices:, dims:AxB, full32, dgx-a100x64) mean
- * topologies of up to 1024 devices, which take up to a second each to build
- * (every path): the unit tests cover them; here they would slow the search a
- * hundredfold. A count is a number after ':', 'x' or a preset's letters and
+ * topologies of up to 1024 devices, whose reachability check takes up to a
+ * second under the sanitizers: the unit tests cover them; here they would
+ * slow the search a hundredfold. A count is a number after ':', 'x' or a preset's letters and
  * before a space, an 'x' or the end; bandwidths and latencies have units. */
 static int too_big(const char *text)
 {

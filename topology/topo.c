@@ -820,27 +820,63 @@ static const ot_row *get_row(const or_topo *t, int d)
     return expected;
 }
 
-/* Every device must reach every other: one widest search per device. */
+/* Every device must reach every other under the path rules: a breadth-first
+ * walk over search states from each device, stopping once all are found. */
 static or_topo_status check_reachable(or_topo *t, or_topo_error *err)
 {
-    ot_scratch x;
-    if (scratch_alloc(t, &x))
+    int nstates = 2 * t->nverts;
+    unsigned char *seen = malloc((size_t)nstates);
+    int *queue = malloc(sizeof *queue * (size_t)nstates);
+    ot_label *L = malloc(sizeof *L * (size_t)nstates); /* only prev_link is used */
+    if (!seen || !queue || !L) {
+        free(seen);
+        free(queue);
+        free(L);
         return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    }
     or_topo_status rc = OR_TOPO_OK;
     for (int d = 0; d < t->ndevs && rc == OR_TOPO_OK; d++) {
-        int src = t->dev_vertex[d];
-        search(t, src, 0, x.W, &x.heap, 1);
-        for (int e = 0; e < t->ndevs; e++) {
+        int src = t->dev_vertex[d], head = 0, tail = 0, found = 1;
+        memset(seen, 0, (size_t)nstates);
+        seen[2 * src] = 1;
+        L[2 * src].prev_link = -1;
+        queue[tail++] = 2 * src;
+        while (head < tail && found < t->ndevs) {
+            int st = queue[head++], v = st / 2;
+            int came_net = L[st].prev_link >= 0 &&
+                           t->links[L[st].prev_link].info.kind == OR_TOPO_LINK_NET;
+            for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
+                int l = t->adj[k];
+                const or_topo_link_info *li = &t->links[l].info;
+                if (!may_traverse(t, src, st, l))
+                    continue;
+                if (v != src && t->verts[v].kind == OR_TOPO_NIC &&
+                    came_net == (li->kind == OR_TOPO_LINK_NET))
+                    continue;
+                int w = li->a == v ? li->b : li->a;
+                int ns = 2 * w + (li->kind == OR_TOPO_LINK_NVLINK);
+                if (seen[ns])
+                    continue;
+                seen[ns] = 1;
+                L[ns].prev_link = l;
+                queue[tail++] = ns;
+                if (t->verts[w].kind == OR_TOPO_DEVICE && !seen[2 * w + !(ns % 2)])
+                    found++;
+            }
+        }
+        for (int e = 0; e < t->ndevs && found < t->ndevs; e++) {
             int v = t->dev_vertex[e];
-            if (v != src && !(widest_to(x.W, v) > 0)) {
+            if (!seen[2 * v] && !seen[2 * v + 1])
                 rc = ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, t->verts[v].line, 0,
                              "no path from device '%s' to device '%s'", t->verts[src].id,
                              t->verts[v].id);
+            if (rc != OR_TOPO_OK)
                 break;
-            }
         }
     }
-    scratch_free(&x);
+    free(seen);
+    free(queue);
+    free(L);
     return rc;
 }
 

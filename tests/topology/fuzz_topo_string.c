@@ -17,9 +17,9 @@ static int too_big(const char *text)
 {
     char copy[512];
     snprintf(copy, sizeof copy, "%s", text);
-    for (char *p = copy; (p = strstr(p, "100")) != NULL; p++)
-        if (p > copy && (p[-1] == 'a' || p[-1] == 'h'))
-            p[0] = p[1] = p[2] = '_'; /* the box names a100 and h100 */
+    for (char *p = copy; (p = strstr(p, "dgx-")) != NULL; p++)
+        if ((p[4] == 'a' || p[4] == 'h') && strncmp(p + 5, "100", 3) == 0)
+            p[5] = p[6] = p[7] = '_'; /* the box names dgx-a100 and dgx-h100 */
     for (const char *p = copy; *p; p++) {
         if (*p < '0' || *p > '9' || (p > copy && p[-1] >= '0' && p[-1] <= '9'))
             continue;

@@ -63,7 +63,7 @@ static or_topo_status need_attr(const ot_reader *r, const xmlNode *n, const char
 {
     int rc = get_attr(n, name, buf, size);
     if (rc == 0)
-        return FAIL(r, n, OR_TOPO_ERR_SYNTAX, "<%s> needs a %s attribute", n->name, name);
+        return FAIL(r, n, OR_TOPO_ERR_SYNTAX, "<%s> needs attribute %s", n->name, name);
     if (rc < 0)
         return FAIL(r, n, OR_TOPO_ERR_VALUE, "<%s %s=...> is longer than %zu characters",
                     n->name, name, size - 1);

@@ -157,6 +157,8 @@ static const char *implicit_default(const char *name)
 {
     if (strcmp(name, "OPENREG_TRACE") == 0)
         return "(no trace)";
+    if (strcmp(name, "OPENREG_TOPO") == 0)
+        return "(none)";
     return strcmp(name, "OPENREG_DEVICE_MEM") == 0 ? "(profile)" : "(auto)";
 }
 

@@ -2,12 +2,12 @@
  * orrun.c - launch an OpenReg Cluster job on this host.
  *
  * Usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]
- *              [--profile NAME] [--time MODE] [--trace FILE] [--dry-run] [-h|--help]
- *              -- PROGRAM [ARGS...]
+ *              [--profile NAME] [--topo TOPOLOGY] [--placement HOW] [--time MODE]
+ *              [--trace FILE] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]
  *
  * Sets the runtime's variables for every rank (OPENREG_DEVICES,
- * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE for the
- * options given, MPIR_CVAR_DEFAULT_THREAD_LEVEL unless set) and execs
+ * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE, OPENREG_TOPO,
+ * OPENREG_PLACEMENT for the options given, MPIR_CVAR_DEFAULT_THREAD_LEVEL unless set) and execs
  * 'mpiexec -n RANKS PROGRAM ARGS...'. Values are checked with the runtime's
  * own table and parser, so orrun accepts exactly what the runtime accepts.
  * --dry-run prints the plan instead: virtual nodes, and each device's cores
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "topo.h"
 
 /* As many ranks as the runtime accepts on one host (MPI_LOCALNRANKS). */
 static const or_param ranks_param = {"-n", OR_PARAM_INT, NULL, "an integer from 1 to 4096",
@@ -61,7 +62,7 @@ typedef struct {
     char exported[32];  /* what the ranks get: canonical spelling */
 } setting;
 
-enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, S_TIME, NSETTINGS };
+enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, S_TOPO, S_PLACEMENT, S_TIME, NSETTINGS };
 
 typedef struct {
     const char *ranks_text;
@@ -78,8 +79,8 @@ static void usage(FILE *f)
                    *prof = param("OPENREG_DEVICE_PROFILE");
     fprintf(f,
             "usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]\n"
-            "             [--profile NAME] [--time MODE] [--trace FILE] [--dry-run] [-h|--help]\n"
-            "             -- PROGRAM [ARGS...]\n"
+            "             [--profile NAME] [--topo TOPOLOGY] [--placement HOW] [--time MODE]\n"
+            "             [--trace FILE] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]\n"
             "\n"
             "Runs PROGRAM as an OpenReg Cluster job of RANKS MPI ranks on this host: sets\n"
             "the runtime's variables below for every rank, then execs\n"
@@ -96,6 +97,11 @@ static void usage(FILE *f)
             "                      %s\n"
             "  --profile NAME      device model (OPENREG_DEVICE_PROFILE):\n"
             "                      %s\n"
+            "  --topo TOPOLOGY     cluster topology (OPENREG_TOPO): a preset (dgx-a100x2,\n"
+            "                      ...), a synthetic string or an XML file; it decides\n"
+            "                      the virtual nodes, so not with --ranks-per-node\n"
+            "  --placement HOW     ranks on the topology's nodes (OPENREG_PLACEMENT):\n"
+            "                      packed (fill each node) or spread (round robin)\n"
             "  --time MODE         clock of events and traces (OPENREG_TIME): wall or\n"
             "                      virtual (modelled, deterministic; docs/virtual-time.md)\n"
             "  --trace FILE        Chrome trace of every rank (OPENREG_TRACE): each rank\n"
@@ -148,8 +154,26 @@ static bool is_option(const char *arg, const char *name)
            (arg[len] == '\0' || (name[1] == '-' && arg[len] == '='));
 }
 
+/* What the ranks get: the canonical spelling, or a topology as given. */
+static const char *exported(const setting *s)
+{
+    return param(s->var)->kind == OR_PARAM_TOPOLOGY ? s->text : s->exported;
+}
+
 static void parse_setting(setting *s, const or_param *p, const char *accepted)
 {
+    if (p->kind == OR_PARAM_TOPOLOGY) {
+        or_topo *t;
+        or_topo_error err;
+        char msg[1024];
+        if (or_topo_load(s->text, s->option, &t, &err) != OR_TOPO_OK) {
+            or_topo_error_format(&err, msg, sizeof msg);
+            bad_usage("%s", msg);
+        }
+        or_topo_free(t);
+        s->value = 1;
+        return;
+    }
     if (or_param_parse(p, s->text, &s->value))
         bad_usage("%s '%s' is not valid: expected %s", s->option, s->text, accepted);
     if (p->kind == OR_PARAM_CHOICE)
@@ -165,6 +189,8 @@ static void parse_args(int argc, char **argv, options *o)
     o->s[S_RANKS_PER_NODE] = (setting){"--ranks-per-node", "OPENREG_RANKS_PER_NODE", NULL, 0, ""};
     o->s[S_BIND] = (setting){"--bind", "OPENREG_BIND", NULL, 0, ""};
     o->s[S_PROFILE] = (setting){"--profile", "OPENREG_DEVICE_PROFILE", NULL, 0, ""};
+    o->s[S_TOPO] = (setting){"--topo", "OPENREG_TOPO", NULL, 0, ""};
+    o->s[S_PLACEMENT] = (setting){"--placement", "OPENREG_PLACEMENT", NULL, 0, ""};
     o->s[S_TIME] = (setting){"--time", "OPENREG_TIME", NULL, 0, ""};
 
     int i = 1;
@@ -191,6 +217,10 @@ static void parse_args(int argc, char **argv, options *o)
             s = &o->s[S_BIND];
         } else if (is_option(arg, "--profile")) {
             s = &o->s[S_PROFILE];
+        } else if (is_option(arg, "--topo")) {
+            s = &o->s[S_TOPO];
+        } else if (is_option(arg, "--placement")) {
+            s = &o->s[S_PLACEMENT];
         } else if (is_option(arg, "--time")) {
             s = &o->s[S_TIME];
         } else if (is_option(arg, "--trace")) {
@@ -232,6 +262,10 @@ static void parse_args(int argc, char **argv, options *o)
             parse_setting(s, p, p->accepted);
         }
     }
+    if (o->s[S_TOPO].text && o->s[S_RANKS_PER_NODE].text)
+        bad_usage("--ranks-per-node and --topo: the topology decides the virtual nodes");
+    if (o->s[S_PLACEMENT].text && !o->s[S_TOPO].text && !getenv("OPENREG_TOPO"))
+        bad_usage("--placement places ranks on a topology: give --topo (or OPENREG_TOPO)");
     /* The table and the profile list are separate: both must know the name. */
     if (o->s[S_PROFILE].text && !or_profile_find(o->s[S_PROFILE].exported))
         bad_usage("--profile '%s' is not valid: expected %s", o->s[S_PROFILE].text,
@@ -306,6 +340,77 @@ static void print_word(const char *w)
         else
             putchar(*c);
     putchar('\'');
+}
+
+/* ---- the topology ----------------------------------------------------------- */
+
+/* The job on its topology (--topo, else OPENREG_TOPO), as the runtime will
+ * place it. topo is NULL when there is none. */
+typedef struct {
+    or_topo *topo;
+    char source[96];
+    or_topo_placement placement;
+    int *device;  /* topology device of each rank's device */
+    int *node_of; /* virtual node of each rank */
+    int nodes_used;
+} job_topology;
+
+static void job_topology_free(job_topology *jt)
+{
+    or_topo_free(jt->topo);
+    free(jt->device);
+    free(jt->node_of);
+    memset(jt, 0, sizeof *jt);
+}
+
+static int plan_topology(const options *o, long long nd, job_topology *jt)
+{
+    memset(jt, 0, sizeof *jt);
+    const setting *ts = &o->s[S_TOPO], *ps = &o->s[S_PLACEMENT];
+    const char *spec = ts->text ? ts->text : getenv("OPENREG_TOPO");
+    if (!spec)
+        return 0;
+    snprintf(jt->source, sizeof jt->source, "%s", ts->text ? "--topo" : "OPENREG_TOPO");
+    long long how = 0;
+    const char *ptext = ps->text ? ps->text : getenv("OPENREG_PLACEMENT");
+    if (ptext && or_param_parse(param("OPENREG_PLACEMENT"), ptext, &how)) {
+        fprintf(stderr, "orrun: OPENREG_PLACEMENT='%s' is not valid: expected %s\n", ptext,
+                param("OPENREG_PLACEMENT")->accepted);
+        return -1;
+    }
+    jt->placement = (or_topo_placement)how;
+    or_topo_error err;
+    char msg[1024];
+    if (or_topo_load(spec, jt->source, &jt->topo, &err) != OR_TOPO_OK) {
+        or_topo_error_format(&err, msg, sizeof msg);
+        fprintf(stderr, "orrun: %s\n", msg);
+        return -1;
+    }
+    long long ranks = o->ranks;
+    jt->device = malloc(sizeof *jt->device * (size_t)(ranks * nd));
+    jt->node_of = malloc(sizeof *jt->node_of * (size_t)ranks);
+    int *number = calloc((size_t)or_topo_node_count(jt->topo), sizeof *number);
+    if (!jt->device || !jt->node_of || !number) {
+        fprintf(stderr, "orrun: out of memory\n");
+        free(number);
+        job_topology_free(jt);
+        return -1;
+    }
+    if (or_topo_place(jt->topo, (int)ranks, (int)nd, jt->placement, jt->device, &err)) {
+        fprintf(stderr, "orrun: the job does not fit: %s\n", err.message);
+        free(number);
+        job_topology_free(jt);
+        return -1;
+    }
+    /* As the runtime numbers them: the nodes used, in topology order. */
+    for (long long r = 0; r < ranks; r++)
+        number[or_topo_device_node(jt->topo, jt->device[r * nd])] = 1;
+    for (int n = 0; n < or_topo_node_count(jt->topo); n++)
+        number[n] = number[n] ? jt->nodes_used++ : -1;
+    for (long long r = 0; r < ranks; r++)
+        jt->node_of[r] = number[or_topo_device_node(jt->topo, jt->device[r * nd])];
+    free(number);
+    return 0;
 }
 
 /* ---- the dry run ------------------------------------------------------------ */
@@ -389,6 +494,9 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
         effective_value(&o->s[S_RANKS_PER_NODE], &rpn) ||
         effective_value(&o->s[S_BIND], &bind) || effective_value(&o->s[S_PROFILE], &profile))
         return 1;
+    job_topology jt;
+    if (plan_topology(o, devices.value, &jt))
+        return 1;
     const or_device_profile *prof = or_profiles()[profile.value];
 
     hwloc_topology_t topo = or_placement_topology();
@@ -412,7 +520,15 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
     long long nnodes = k > 0 ? (ranks + k - 1) / k : 1;
     printf("orrun: dry run, nothing is launched\n");
     printf("ranks:     %lld on this host\n", ranks);
-    if (k > 0) {
+    if (jt.topo) {
+        printf("nodes:     %d virtual node%s: the nodes of topology %s (%s) that the job uses, "
+               "%s placement\n",
+               jt.nodes_used, plural(jt.nodes_used), or_topo_name(jt.topo), jt.source,
+               jt.placement == OR_TOPO_PLACE_SPREAD ? "spread" : "packed");
+        printf("           (the topology has %d node%s, %d device%s)\n",
+               or_topo_node_count(jt.topo), plural(or_topo_node_count(jt.topo)),
+               or_topo_device_count(jt.topo), plural(or_topo_device_count(jt.topo)));
+    } else if (k > 0) {
         printf("nodes:     %lld virtual node%s", nnodes, plural(nnodes));
         if (nnodes == 1)
             printf(" of %s%lld rank%s", ranks > 1 ? "all " : "", ranks, plural(ranks));
@@ -481,10 +597,16 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
             rc = 1;
             break;
         }
-        printf("rank %lld (node %lld):\n", r, k > 0 ? r / k : 0);
+        printf("rank %lld (node %lld):\n", r,
+               jt.topo ? (long long)jt.node_of[r] : k > 0 ? r / k : 0);
         for (long long d = 0; d < nd; d++) {
             const or_placement *p = &places[d];
-            printf("  device %lld (global %lld): cpus %s, ", d, r * nd + d, p->cpulist);
+            printf("  device %lld (global %lld", d, r * nd + d);
+            if (jt.topo) {
+                int td = jt.device[r * nd + d];
+                printf(", topology %s", or_topo_vertex(jt.topo, or_topo_device_vertex(jt.topo, td)).id);
+            }
+            printf("): cpus %s, ", p->cpulist);
             if (p->numa_node >= 0)
                 printf("NUMA node %d", p->numa_node);
             else
@@ -500,13 +622,14 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
     free(places);
     hwloc_bitmap_free(mine);
     or_placement_fini();
+    job_topology_free(&jt);
     if (rc)
         return rc;
 
     printf("environment of every rank, set by orrun:\n");
     for (int s = 0; s < NSETTINGS; s++)
         if (o->s[s].text)
-            printf("  %s=%s\n", o->s[s].var, o->s[s].exported);
+            printf("  %s=%s\n", o->s[s].var, exported(&o->s[s]));
     if (o->trace) {
         printf("  OPENREG_TRACE=");
         print_word(o->trace);
@@ -560,6 +683,15 @@ int main(int argc, char **argv)
         free(path);
         return rc;
     }
+    /* A job that does not fit its topology stops here, before any rank. */
+    job_topology jt = {0};
+    effective devices;
+    if (effective_value(&o.s[S_DEVICES], &devices) == 0 &&
+        plan_topology(&o, devices.value, &jt)) {
+        free(path);
+        return 1;
+    }
+    job_topology_free(&jt);
     if (!path) {
         if (getenv("ORRUN_MPIEXEC") && *getenv("ORRUN_MPIEXEC"))
             fprintf(stderr, "orrun: ORRUN_MPIEXEC=%s: no such executable\n", mpiexec);
@@ -570,7 +702,7 @@ int main(int argc, char **argv)
     }
 
     for (int k = 0; k < NSETTINGS; k++)
-        if (o.s[k].text && setenv(o.s[k].var, o.s[k].exported, 1) != 0) {
+        if (o.s[k].text && setenv(o.s[k].var, exported(&o.s[k]), 1) != 0) {
             fprintf(stderr, "orrun: cannot set %s: %s\n", o.s[k].var, strerror(errno));
             return 1;
         }

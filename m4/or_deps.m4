@@ -15,6 +15,12 @@ AC_DEFUN([OR_CHECK_HWLOC], [
     [AC_MSG_ERROR([hwloc >= 2.0 not found (Debian: apt-get install libhwloc-dev)])])
 ])
 
+# libxml2 reads topology files (the XML parser hwloc itself uses).
+AC_DEFUN([OR_CHECK_LIBXML2], [
+  PKG_CHECK_MODULES([LIBXML2], [libxml-2.0 >= 2.9],  [],
+    [AC_MSG_ERROR([libxml2 not found (Debian: apt-get install libxml2-dev)])])
+])
+
 # Criterion runs the unit tests; without it the library still builds but
 # 'make check' refuses to run.
 AC_DEFUN([OR_CHECK_CRITERION], [

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "topo.h"
 
 or_cluster or_cl = {.comm = MPI_COMM_NULL, .coll_comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL};
 
@@ -125,8 +126,87 @@ static orError_t start_mpi(void)
     return orSuccess;
 }
 
+/* OPENREG_TOPO: place every rank's devices on the topology (counts[r] is
+ * rank r's device count) and take each rank's virtual node from it. leaders
+ * (the host of each rank, or NULL for one rank) must agree within a node.
+ * Fails, with the reason printed, before any rank starts work. */
+static orError_t place_on_topology(const or_config *cfg, int nranks, const int *counts,
+                                   const int *leaders, int *node_of)
+{
+    char msg[1200];
+    or_topo *t = NULL;
+    or_topo_error e;
+    if (or_topo_load(getenv("OPENREG_TOPO"), "OPENREG_TOPO", &t, &e) != OR_TOPO_OK) {
+        or_topo_error_format(&e, msg, sizeof msg);
+        return fail("OPENREG_TOPO is not valid: %s", msg);
+    }
+    if (cfg->ranks_per_node > 0)
+        OR_WARN("cluster", "OPENREG_RANKS_PER_NODE is ignored: OPENREG_TOPO decides the nodes");
+    int nd = counts[0];
+    for (int r = 1; r < nranks; r++)
+        if (counts[r] != nd) {
+            snprintf(msg, sizeof msg, "rank %d hosts %d devices and rank 0 %d", r, counts[r], nd);
+            or_topo_free(t);
+            return fail("OPENREG_TOPO: every rank must host as many devices (%s)", msg);
+        }
+    int *dev = malloc(sizeof *dev * (size_t)nranks * (size_t)nd);
+    if (!dev) {
+        or_topo_free(t);
+        return fail("out of memory%s", "");
+    }
+    if (or_topo_place(t, nranks, nd, (or_topo_placement)cfg->placement, dev, &e) != OR_TOPO_OK) {
+        snprintf(msg, sizeof msg, "%s", e.message);
+        free(dev);
+        or_topo_free(t);
+        return fail("OPENREG_TOPO: the job does not fit: %s", msg);
+    }
+    /* Virtual nodes are the topology's nodes the job uses, numbered in order. */
+    int nn = or_topo_node_count(t);
+    int *number = malloc(sizeof *number * (size_t)nn);
+    int *first_rank = malloc(sizeof *first_rank * (size_t)nn);
+    if (!number || !first_rank) {
+        free(number);
+        free(first_rank);
+        free(dev);
+        or_topo_free(t);
+        return fail("out of memory%s", "");
+    }
+    for (int n = 0; n < nn; n++)
+        number[n] = first_rank[n] = -1;
+    for (int r = 0; r < nranks; r++) {
+        int n = or_topo_device_node(t, dev[r * nd]);
+        if (first_rank[n] < 0)
+            first_rank[n] = r;
+    }
+    int used = 0;
+    for (int n = 0; n < nn; n++)
+        if (first_rank[n] >= 0)
+            number[n] = used++;
+    orError_t err = orSuccess;
+    for (int r = 0; r < nranks && err == orSuccess; r++) {
+        int n = or_topo_device_node(t, dev[r * nd]);
+        node_of[r] = number[n];
+        if (leaders && leaders[r] != leaders[first_rank[n]]) {
+            snprintf(msg, sizeof msg, "node '%s' would hold ranks %d and %d, which run on "
+                     "different hosts", or_topo_node_name(t, n), first_rank[n], r);
+            err = fail("OPENREG_TOPO: %s; a virtual node must be within one host", msg);
+        }
+    }
+    free(number);
+    free(first_rank);
+    if (err != orSuccess) {
+        free(dev);
+        or_topo_free(t);
+        return err;
+    }
+    or_cl.topo = t;
+    or_cl.topo_device = dev;
+    return orSuccess;
+}
+
 /* Virtual node of every rank, and a check that none spans real hosts. */
-static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, int *node_of)
+static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, const int *counts,
+                              int *node_of)
 {
     /* A host is named by the world rank of its first rank. */
     int leader = or_cl.rank;
@@ -136,6 +216,11 @@ static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, int *nod
         return fail("out of memory%s", "");
     MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, or_cl.comm);
     orError_t err = orSuccess;
+    if (cfg->topo) {
+        err = place_on_topology(cfg, or_cl.nranks, counts, leaders, node_of);
+        free(leaders);
+        return err;
+    }
     int k = (int)cfg->ranks_per_node;
     for (int r = 0; r < or_cl.nranks; r++) {
         if (k > 0) {
@@ -176,6 +261,8 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     MPI_Initialized(&initialized);
     if (!initialized && !launched_by_mpi_launcher()) {
         single_rank(ndevices);
+        if (config_ok && cfg->topo)
+            return place_on_topology(cfg, 1, &ndevices, NULL, or_cl.rank_node);
         return config_ok ? orSuccess : orErrorInitialization;
     }
     orError_t err = start_mpi();
@@ -216,8 +303,18 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     }
     or_cl.rank_node = node_of;
     or_cl.first_device = first;
-    err = assign_nodes(cfg, host_comm, node_of);
+    int *counts = malloc((size_t)n * sizeof *counts);
+    if (!counts) {
+        MPI_Comm_free(&host_comm);
+        return fail("out of memory%s", "");
+    }
+    MPI_Allgather(&ndevices, 1, MPI_INT, counts, 1, MPI_INT, or_cl.comm);
+    err = assign_nodes(cfg, host_comm, counts, node_of);
     MPI_Comm_free(&host_comm);
+    first[0] = 0;
+    for (int r = 0; r < n; r++)
+        first[r + 1] = first[r] + counts[r];
+    free(counts);
     if (err != orSuccess)
         return err;
     or_cl.node = node_of[or_cl.rank];
@@ -234,15 +331,6 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
         return fail("out of memory%s", "");
     or_cl.node_ranks = members;
     MPI_Allgather(&or_cl.rank, 1, MPI_INT, members, 1, MPI_INT, or_cl.node_comm);
-
-    int *counts = malloc((size_t)n * sizeof *counts);
-    if (!counts)
-        return fail("out of memory%s", "");
-    MPI_Allgather(&ndevices, 1, MPI_INT, counts, 1, MPI_INT, or_cl.comm);
-    first[0] = 0;
-    for (int r = 0; r < n; r++)
-        first[r + 1] = first[r] + counts[r];
-    free(counts);
 
     /* One job identity, chosen by rank 0: names shared segments, and keys IPC handles. */
     uint64_t ident[3] = {or_cl.job_id, or_cl.job_key[0], or_cl.job_key[1]};
@@ -369,4 +457,8 @@ void or_cluster_fini(void)
     free(or_cl.rank_node);
     free(or_cl.node_ranks);
     or_cl.first_device = or_cl.rank_node = or_cl.node_ranks = NULL;
+    or_topo_free(or_cl.topo);
+    free(or_cl.topo_device);
+    or_cl.topo = NULL;
+    or_cl.topo_device = NULL;
 }

@@ -5,7 +5,7 @@
  * MPI launcher (or is adopted when the application initialized it first); a
  * process started alone is a one-rank cluster that never touches MPI.
  * Ranks are grouped into virtual nodes: all ranks of a real host by default,
- * or OPENREG_RANKS_PER_NODE consecutive ranks. Within a virtual node device
+ * OPENREG_RANKS_PER_NODE consecutive ranks, or the nodes of OPENREG_TOPO. Within a virtual node device
  * memory is shared; across nodes everything moves through MPI.
  */
 #ifndef OR_CLUSTER_H
@@ -44,6 +44,11 @@ typedef struct or_cluster {
     uint64_t job_key[2]; /* secret of the job: authenticates IPC handles */
     or_peer_arena *peers; /* arenas of the other ranks of this virtual node */
     int npeers;
+    /* OPENREG_TOPO (else NULL): the topology, and the topology device of
+     * every global device (topo_device[first_device[r] + d]); the virtual
+     * nodes are the topology's nodes the job uses, in order. */
+    struct or_topo *topo;
+    int *topo_device;
 } or_cluster;
 
 extern or_cluster or_cl;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "profile.h"
+#include "topo.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,6 +14,8 @@
 
 static const char *const bool_choices[] = {"0", "1", NULL};
 static const char *const debug_choices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+/* Same order as or_topo_placement. */
+static const char *const placement_choices[] = {"packed", "spread", NULL};
 /* Same order as or_bind_mode. */
 static const char *const bind_choices[] = {"core", "numa", "none", NULL};
 /* Same order as or_time_mode. */
@@ -58,6 +61,15 @@ static const or_param params[] = {
     {"OPENREG_TRACE_BUFFER", OR_PARAM_INT, "262144", "an integer from 1024 to 67108864",
      "trace records kept per thread; later ones are dropped and counted", 1024, 67108864, NULL,
      offsetof(or_config, trace_buffer)},
+    {"OPENREG_TOPO", OR_PARAM_TOPOLOGY, NULL,
+     "a preset (dgx-a100x2, ...), a synthetic string or an XML file (docs/topology.md)",
+     "cluster topology: decides the virtual nodes (superseding OPENREG_RANKS_PER_NODE) and "
+     "which topology device each device is; unset = no topology",
+     0, 0, NULL, offsetof(or_config, topo)},
+    {"OPENREG_PLACEMENT", OR_PARAM_CHOICE, "packed", "packed or spread",
+     "with OPENREG_TOPO: ranks fill the topology's nodes one after the other (packed) or "
+     "round robin (spread)",
+     0, 0, placement_choices, offsetof(or_config, placement)},
 };
 
 const or_param *or_config_params(size_t *count)
@@ -128,6 +140,14 @@ int or_param_parse(const or_param *p, const char *text, long long *value)
         if (!p->choices[v])
             return -1;
         break;
+    case OR_PARAM_TOPOLOGY: {
+        or_topo *t;
+        if (or_topo_load(text, p->name, &t, NULL) != OR_TOPO_OK)
+            return -1;
+        or_topo_free(t);
+        v = 1;
+        break;
+    }
     default:
         return -1;
     }
@@ -159,9 +179,25 @@ int or_config_load(or_config *cfg)
         if (or_param_parse(p, env ? env : p->default_value, field) == 0)
             continue;
         /* Configuration errors are always shown: a silent default would hide them. */
-        fprintf(stderr, "openreg: %s='%s' is not valid: expected %s\n", p->name, env,
-                p->accepted);
+        if (p->kind == OR_PARAM_TOPOLOGY)
+            or_config_topology_error(env, stderr);
+        else
+            fprintf(stderr, "openreg: %s='%s' is not valid: expected %s\n", p->name, env,
+                    p->accepted);
         rc = -1;
     }
     return rc;
+}
+
+void or_config_topology_error(const char *spec, FILE *f)
+{
+    or_topo *t = NULL;
+    or_topo_error err;
+    char msg[1024];
+    if (or_topo_load(spec, "OPENREG_TOPO", &t, &err) == OR_TOPO_OK) {
+        or_topo_free(t);
+        return;
+    }
+    or_topo_error_format(&err, msg, sizeof msg);
+    fprintf(f, "openreg: OPENREG_TOPO is not valid: %s\n", msg);
 }

@@ -7,6 +7,7 @@
 #define OR_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct or_config {
     long long devices;        /* OPENREG_DEVICES */
@@ -20,10 +21,20 @@ typedef struct or_config {
     long long time;           /* OPENREG_TIME, an or_time_mode (vclock.h) */
     const char *trace;        /* OPENREG_TRACE, a file name, NULL = no trace */
     long long trace_buffer;   /* OPENREG_TRACE_BUFFER, records kept per thread */
+    long long topo;           /* OPENREG_TOPO given and valid (the text stays in the env) */
+    long long placement;      /* OPENREG_PLACEMENT, an or_topo_placement */
 } or_config;
 
-/* STRING: any non-empty text, kept as a const char * field (the environment's). */
-typedef enum { OR_PARAM_INT, OR_PARAM_SIZE, OR_PARAM_CHOICE, OR_PARAM_STRING } or_param_kind;
+/* STRING: any non-empty text, kept as a const char * field (the environment's).
+ * TOPOLOGY: a preset, synthetic string or XML file (topology/topo.h); the
+ * value is 1 when it loads. */
+typedef enum {
+    OR_PARAM_INT,
+    OR_PARAM_SIZE,
+    OR_PARAM_CHOICE,
+    OR_PARAM_STRING,
+    OR_PARAM_TOPOLOGY
+} or_param_kind;
 
 typedef struct or_param {
     const char *name;
@@ -43,6 +54,8 @@ int or_param_parse(const or_param *p, const char *text, long long *value);
 /* Fill cfg from the environment (defaults where unset). On a bad value print
  * one message naming the variable and the accepted values, return -1. */
 int or_config_load(or_config *cfg);
+/* Print why OPENREG_TOPO=spec does not load: file, line and reason. */
+void or_config_topology_error(const char *spec, FILE *f);
 /* Parse a size like "512M", "4G", "1048576" (binary suffixes K, M, G, T). */
 int or_parse_size(const char *text, long long *bytes);
 

@@ -1,0 +1,562 @@
+/*
+ * topology/synth.c - presets and one-line synthetic topology strings.
+ *
+ *   nodes:2 devices:4 shape:switch intra:300GB/s,1us inter:25GB/s,5us
+ *   box:dgx-a100 nodes:4 inter:100Gb/s
+ *
+ * Link speeds of the DGX boxes come from NVIDIA's public specifications;
+ * docs/topology.md cites them.
+ */
+#include "topo_internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct {
+    double bw, lat;
+    int given;
+} ot_linkspec;
+
+typedef enum { SHAPE_SWITCH, SHAPE_FULL, SHAPE_RING, SHAPE_TORUS } ot_shape;
+typedef enum { BOX_NONE, BOX_DGX_A100, BOX_DGX_H100 } ot_box;
+
+typedef struct {
+    int nodes, devices;
+    ot_shape shape;
+    int dim_a, dim_b;
+    ot_box box;
+    ot_linkspec intra, inter, host;
+} ot_synth;
+
+static const char *const box_names[] = {NULL, "dgx-a100", "dgx-h100"};
+
+/* ---- builders ----------------------------------------------------------- */
+
+#define TRY(expr)                                                                              \
+    do {                                                                                       \
+        or_topo_status rc_ = (expr);                                                           \
+        if (rc_ != OR_TOPO_OK)                                                                 \
+            return rc_;                                                                        \
+    } while (0)
+
+static or_topo_status add_v(or_topo *t, or_topo_kind kind, int node, int *v, or_topo_error *err,
+                            const char *fmt, int a, int b)
+{
+    char id[OR_TOPO_MAX_ID + 1];
+    snprintf(id, sizeof id, fmt, a, b);
+    return ot_add_vertex(t, id, kind, node, 0, v, err);
+}
+
+/* Devices of one node joined by the requested shape; a CPU; each device on
+ * the CPU's PCIe. Vertex numbers of the devices go to dev[]. */
+static or_topo_status build_generic_node(or_topo *t, const ot_synth *s, int n, int *dev,
+                                         int *cpu, or_topo_error *err)
+{
+    TRY(add_v(t, OR_TOPO_CPU, n, cpu, err, "n%d.cpu", n, 0));
+    for (int i = 0; i < s->devices; i++)
+        TRY(add_v(t, OR_TOPO_DEVICE, n, &dev[i], err, "n%d.dev%d", n, i));
+    int D = s->devices;
+    switch (s->shape) {
+    case SHAPE_SWITCH: {
+        if (D < 2)
+            break;
+        int sw;
+        TRY(add_v(t, OR_TOPO_NVSWITCH, n, &sw, err, "n%d.nvs", n, 0));
+        for (int i = 0; i < D; i++)
+            TRY(ot_add_link(t, dev[i], sw, OR_TOPO_LINK_NVLINK, s->intra.bw, s->intra.lat / 2, 0,
+                            err));
+        break;
+    }
+    case SHAPE_FULL:
+        for (int i = 0; i < D; i++)
+            for (int j = i + 1; j < D; j++)
+                TRY(ot_add_link(t, dev[i], dev[j], OR_TOPO_LINK_NVLINK, s->intra.bw,
+                                s->intra.lat, 0, err));
+        break;
+    case SHAPE_RING:
+        /* A ring of two is one link; of one, none. */
+        for (int i = 0; i < D && D > 1; i++) {
+            if (D == 2 && i == 1)
+                break;
+            TRY(ot_add_link(t, dev[i], dev[(i + 1) % D], OR_TOPO_LINK_NVLINK, s->intra.bw,
+                            s->intra.lat, 0, err));
+        }
+        break;
+    case SHAPE_TORUS:
+        for (int r = 0; r < s->dim_a; r++)
+            for (int c = 0; c < s->dim_b; c++) {
+                int me = r * s->dim_b + c;
+                int right = r * s->dim_b + (c + 1) % s->dim_b;
+                int down = ((r + 1) % s->dim_a) * s->dim_b + c;
+                /* Dimensions of 2 would link the same pair twice, of 1 to itself. */
+                if (s->dim_b > 2 || (s->dim_b == 2 && c == 0))
+                    TRY(ot_add_link(t, dev[me], dev[right], OR_TOPO_LINK_NVLINK, s->intra.bw,
+                                    s->intra.lat, 0, err));
+                if (s->dim_a > 2 || (s->dim_a == 2 && r == 0))
+                    TRY(ot_add_link(t, dev[me], dev[down], OR_TOPO_LINK_NVLINK, s->intra.bw,
+                                    s->intra.lat, 0, err));
+            }
+        break;
+    }
+    for (int i = 0; i < D; i++)
+        TRY(ot_add_link(t, dev[i], *cpu, OR_TOPO_LINK_PCIE, s->host.bw, s->host.lat, 0, err));
+    return OR_TOPO_OK;
+}
+
+/* A DGX-like box: two CPUs, four PCIe switches, each with two devices and two
+ * NICs, and every device on one NVSwitch fabric (NCCL too folds the fabric's
+ * switches into one vertex). The NICs are returned for the network. */
+static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *nics,
+                                     or_topo_error *err)
+{
+    int h100 = s->box == BOX_DGX_H100;
+    /* Per device per direction: 12 NVLink3 links (A100) or 18 NVLink4 links
+     * (H100) of 25 GB/s each, i.e. half of 600 or 900 GB/s. */
+    double nvl = (h100 ? 18 : 12) * 25e9;
+    double pcie = h100 ? OT_PCIE_GEN5_X16 : OT_PCIE_GEN4_X16;
+    /* CPU-CPU bandwidth a device-to-device copy gets through the sockets, as
+     * NCCL models it (AMD 16 GB/s, Intel Skylake and later 10 GB/s). */
+    double sys = h100 ? 10e9 : 16e9;
+    int cpu[2], sw[4], nvs;
+    for (int c = 0; c < 2; c++)
+        TRY(add_v(t, OR_TOPO_CPU, n, &cpu[c], err, "n%d.cpu%d", n, c));
+    TRY(ot_add_link(t, cpu[0], cpu[1], OR_TOPO_LINK_SYS, sys, OT_LAT_SYS, 0, err));
+    TRY(add_v(t, OR_TOPO_NVSWITCH, n, &nvs, err, "n%d.nvs", n, 0));
+    for (int k = 0; k < 4; k++) {
+        TRY(add_v(t, OR_TOPO_PCI_SWITCH, n, &sw[k], err, "n%d.pcisw%d", n, k));
+        TRY(ot_add_link(t, sw[k], cpu[k / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
+    }
+    for (int g = 0; g < 8; g++) {
+        int dev;
+        TRY(add_v(t, OR_TOPO_DEVICE, n, &dev, err, "n%d.gpu%d", n, g));
+        TRY(ot_add_link(t, dev, nvs, OR_TOPO_LINK_NVLINK, nvl, OT_LAT_NVLINK, 0, err));
+        TRY(ot_add_link(t, dev, sw[g / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
+    }
+    for (int k = 0; k < 8; k++) {
+        TRY(add_v(t, OR_TOPO_NIC, n, &nics[k], err, "n%d.nic%d", n, k));
+        TRY(ot_add_link(t, nics[k], sw[k / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
+    }
+    return OR_TOPO_OK;
+}
+
+static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
+{
+    int *dev = malloc(sizeof *dev * (size_t)(s->devices > 0 ? s->devices : 1));
+    if (!dev)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    or_topo_status rc = OR_TOPO_OK;
+    int net = -1;
+    if (s->nodes > 1)
+        rc = ot_add_vertex(t, "net", OR_TOPO_NET_SWITCH, -1, 0, &net, err);
+    for (int n = 0; n < s->nodes && rc == OR_TOPO_OK; n++) {
+        char name[32];
+        int node, cpu, nics[8];
+        snprintf(name, sizeof name, "node%d", n);
+        if ((rc = ot_add_node(t, name, 0, &node, err)))
+            break;
+        if (s->box != BOX_NONE) {
+            if ((rc = build_box_node(t, s, n, nics, err)) || net < 0)
+                continue;
+            double bw = s->inter.given ? s->inter.bw : s->box == BOX_DGX_H100 ? 50e9 : 25e9;
+            double half = s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
+            for (int k = 0; k < 8 && rc == OR_TOPO_OK; k++)
+                rc = ot_add_link(t, nics[k], net, OR_TOPO_LINK_NET, bw, half, 0, err);
+            continue;
+        }
+        if ((rc = build_generic_node(t, s, n, dev, &cpu, err)) || net < 0)
+            continue;
+        /* One NIC per node on the host; the inter latency is NIC to NIC. */
+        int nic;
+        if ((rc = add_v(t, OR_TOPO_NIC, n, &nic, err, "n%d.nic", n, 0)))
+            break;
+        if ((rc = ot_add_link(t, nic, cpu, OR_TOPO_LINK_PCIE, s->inter.bw, 0, 0, err)))
+            break;
+        rc = ot_add_link(t, nic, net, OR_TOPO_LINK_NET, s->inter.bw, s->inter.lat / 2, 0, err);
+    }
+    free(dev);
+    return rc;
+}
+
+/* ---- the string --------------------------------------------------------- */
+
+typedef struct {
+    const char *text, *source;
+    or_topo_error *err;
+} ot_cursor;
+
+static or_topo_status fail_at(const ot_cursor *c, const char *at, or_topo_status code,
+                              const char *fmt, const char *a, const char *b)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return ot_fail(c->err, code, c->source, 1, (int)(at - c->text) + 1, "%s", msg);
+}
+
+/* A whole positive integer in [1, max]. */
+static int parse_count(const char *v, int max, int *out)
+{
+    if (!isdigit((unsigned char)*v))
+        return -1;
+    long x = 0;
+    for (; *v; v++) {
+        if (!isdigit((unsigned char)*v))
+            return -1;
+        x = x * 10 + (*v - '0');
+        if (x > max)
+            return -1;
+    }
+    if (x < 1)
+        return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static or_topo_status parse_linkspec(const ot_cursor *c, const char *key, const char *value,
+                                     const char *at, ot_linkspec *ls)
+{
+    char buf[128], why[OT_WHY_SIZE];
+    snprintf(buf, sizeof buf, "%s", value);
+    char *comma = strchr(buf, ',');
+    if (comma)
+        *comma = '\0';
+    if (ot_parse_bandwidth(buf, &ls->bw, why))
+        return fail_at(c, at, OR_TOPO_ERR_VALUE, "%s: %s", key, why);
+    if (comma && ot_parse_latency(comma + 1, &ls->lat, why))
+        return fail_at(c, at + (comma + 1 - buf), OR_TOPO_ERR_VALUE, "%s: %s", key, why);
+    ls->given = 1;
+    return OR_TOPO_OK;
+}
+
+static const char *const keys[] = {"nodes", "devices", "shape", "dims", "intra",
+                                   "inter", "host",    "box",   NULL};
+#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box"
+
+static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
+{
+    const char *seen_at[8] = {0};
+    const char *p = c->text;
+    int ntokens = 0;
+    while (*p) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        const char *tok = p;
+        while (*p && *p != ' ' && *p != '\t')
+            p++;
+        size_t len = (size_t)(p - tok);
+        char token[160];
+        if (len >= sizeof token)
+            return fail_at(c, tok, OR_TOPO_ERR_SYNTAX, "token too long: '%.40s...'", tok, NULL);
+        memcpy(token, tok, len);
+        token[len] = '\0';
+        ntokens++;
+        char *colon = strchr(token, ':');
+        if (!colon) {
+            if (ot_is_preset(token))
+                return fail_at(c, tok, OR_TOPO_ERR_SYNTAX,
+                               "preset '%s' cannot be combined with keys; spell it with keys "
+                               "(see docs/topology.md)",
+                               token, NULL);
+            return fail_at(c, tok, OR_TOPO_ERR_SYNTAX,
+                           "expected key:value, got '%s' (keys: " KEY_LIST ")", token, NULL);
+        }
+        *colon = '\0';
+        const char *value = colon + 1;
+        const char *vat = tok + (value - token);
+        int k = 0;
+        while (keys[k] && strcmp(keys[k], token) != 0)
+            k++;
+        if (!keys[k])
+            return fail_at(c, tok, OR_TOPO_ERR_UNKNOWN_NAME,
+                           "unknown key '%s' (keys: " KEY_LIST ")", token, NULL);
+        if (seen_at[k])
+            return fail_at(c, tok, OR_TOPO_ERR_DUPLICATE, "key '%s' is given twice", token,
+                           NULL);
+        seen_at[k] = tok;
+        if (!*value)
+            return fail_at(c, vat, OR_TOPO_ERR_VALUE, "key '%s' has no value", token, NULL);
+        switch (k) {
+        case 0:
+            if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->nodes))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "nodes:%s is not a whole number from 1 to 1024", value, NULL);
+            break;
+        case 1:
+            if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->devices))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "devices:%s is not a whole number from 1 to 1024", value, NULL);
+            break;
+        case 2:
+            if (!strcmp(value, "switch"))
+                s->shape = SHAPE_SWITCH;
+            else if (!strcmp(value, "full"))
+                s->shape = SHAPE_FULL;
+            else if (!strcmp(value, "ring"))
+                s->shape = SHAPE_RING;
+            else if (!strcmp(value, "torus"))
+                s->shape = SHAPE_TORUS;
+            else
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "unknown shape '%s' (switch, full, ring or torus)", value, NULL);
+            break;
+        case 3: {
+            char a[32] = "", *x;
+            snprintf(a, sizeof a, "%s", value);
+            x = strchr(a, 'x');
+            if (!x)
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "dims:%s is not ROWSxCOLUMNS, like 4x4", value, NULL);
+            *x = '\0';
+            if (parse_count(a, OR_TOPO_MAX_DEVICES, &s->dim_a) ||
+                parse_count(x + 1, OR_TOPO_MAX_DEVICES, &s->dim_b))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "dims:%s is not ROWSxCOLUMNS, like 4x4", value, NULL);
+            if ((long)s->dim_a * s->dim_b > OR_TOPO_MAX_DEVICES)
+                return fail_at(c, vat, OR_TOPO_ERR_LIMIT, "dims:%s holds more than 1024 devices",
+                               value, NULL);
+            break;
+        }
+        case 4: TRY(parse_linkspec(c, "intra", value, vat, &s->intra)); break;
+        case 5: TRY(parse_linkspec(c, "inter", value, vat, &s->inter)); break;
+        case 6: TRY(parse_linkspec(c, "host", value, vat, &s->host)); break;
+        case 7:
+            if (!strcmp(value, "dgx-a100"))
+                s->box = BOX_DGX_A100;
+            else if (!strcmp(value, "dgx-h100"))
+                s->box = BOX_DGX_H100;
+            else
+                return fail_at(c, vat, OR_TOPO_ERR_UNKNOWN_PRESET,
+                               "unknown box '%s' (dgx-a100 or dgx-h100)", value, NULL);
+            break;
+        }
+    }
+    if (ntokens == 0)
+        return ot_fail(c->err, OR_TOPO_ERR_SYNTAX, c->source, 1, 1, "empty topology string");
+
+    if (s->box != BOX_NONE) {
+        static const int box_excludes[] = {1, 2, 3, 4, 6};
+        for (size_t i = 0; i < sizeof box_excludes / sizeof box_excludes[0]; i++)
+            if (seen_at[box_excludes[i]])
+                return fail_at(c, seen_at[box_excludes[i]], OR_TOPO_ERR_SYNTAX,
+                               "'%s' cannot be combined with box: (a box fixes its devices "
+                               "and links; only nodes and inter apply)",
+                               keys[box_excludes[i]], NULL);
+        s->devices = 8;
+        return OR_TOPO_OK;
+    }
+    if (s->shape == SHAPE_TORUS) {
+        if (!seen_at[3])
+            return fail_at(c, seen_at[2], OR_TOPO_ERR_SYNTAX,
+                           "shape:torus needs dims:ROWSxCOLUMNS", NULL, NULL);
+        int n = s->dim_a * s->dim_b;
+        if (seen_at[1] && s->devices != n) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "%dx%d", s->dim_a, s->dim_b);
+            return fail_at(c, seen_at[1], OR_TOPO_ERR_VALUE,
+                           "devices does not match dims:%s (their product)", msg, NULL);
+        }
+        s->devices = n;
+    } else if (seen_at[3]) {
+        return fail_at(c, seen_at[3], OR_TOPO_ERR_SYNTAX, "dims applies to shape:torus only",
+                       NULL, NULL);
+    } else if (!seen_at[1]) {
+        return ot_fail(c->err, OR_TOPO_ERR_SYNTAX, c->source, 1, 0,
+                       "the string needs devices:N (devices per node) or box:NAME");
+    }
+    if ((long)s->nodes * s->devices > OR_TOPO_MAX_DEVICES)
+        return ot_fail(c->err, OR_TOPO_ERR_LIMIT, c->source, 1, 0,
+                       "%d nodes x %d devices is more than %d devices", s->nodes, s->devices,
+                       OR_TOPO_MAX_DEVICES);
+    return OR_TOPO_OK;
+}
+
+static void synth_defaults(ot_synth *s)
+{
+    memset(s, 0, sizeof *s);
+    s->nodes = 1;
+    s->shape = SHAPE_SWITCH;
+    s->intra = (ot_linkspec){300e9, 1000, 0};
+    s->inter = (ot_linkspec){25e9, 5000, 0};
+    s->host = (ot_linkspec){OT_PCIE_GEN4_X16, OT_LAT_PCIE, 0};
+}
+
+static or_topo_status from_synth(const ot_synth *s, const char *name, const char *source,
+                                 or_topo **out, or_topo_error *err)
+{
+    or_topo *t = ot_new(name, source);
+    if (!t)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, source, 0, 0, "out of memory");
+    or_topo_status rc = build(t, s, err);
+    if (rc == OR_TOPO_OK)
+        rc = ot_finish(t, err);
+    if (rc != OR_TOPO_OK) {
+        or_topo_free(t);
+        return rc;
+    }
+    *out = t;
+    return OR_TOPO_OK;
+}
+
+/* ---- presets ------------------------------------------------------------ */
+
+static const char *const preset_names[] = {"full8",    "ring8",     "torus4x4",   "switch8",
+                                           "dgx-a100", "dgx-h100",  "dgx-a100x2", "dgx-h100x2",
+                                           NULL};
+
+const char *const *or_topo_preset_names(void) { return preset_names; }
+
+/* Whole number suffix starting at p, in [1, max]; -1 if not one. */
+static int suffix_count(const char *p, int max)
+{
+    int n;
+    return parse_count(p, max, &n) ? -1 : n;
+}
+
+/* Reads a preset name into s; 0 on success. The families: fullN, ringN,
+ * switchN, torusAxB (one node, default link speeds) and dgx-a100[xN],
+ * dgx-h100[xN] (N boxes on one network). */
+static int preset_synth(const char *name, ot_synth *s)
+{
+    synth_defaults(s);
+    static const struct {
+        const char *prefix;
+        ot_shape shape;
+    } shapes[] = {{"full", SHAPE_FULL}, {"ring", SHAPE_RING}, {"switch", SHAPE_SWITCH}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t n = strlen(shapes[i].prefix);
+        if (strncmp(name, shapes[i].prefix, n) == 0) {
+            s->shape = shapes[i].shape;
+            s->devices = suffix_count(name + n, OR_TOPO_MAX_DEVICES);
+            return s->devices > 0 ? 0 : -1;
+        }
+    }
+    if (strncmp(name, "torus", 5) == 0) {
+        char a[32];
+        snprintf(a, sizeof a, "%s", name + 5);
+        char *x = strchr(a, 'x');
+        if (!x)
+            return -1;
+        *x = '\0';
+        s->shape = SHAPE_TORUS;
+        s->dim_a = suffix_count(a, OR_TOPO_MAX_DEVICES);
+        s->dim_b = suffix_count(x + 1, OR_TOPO_MAX_DEVICES);
+        if (s->dim_a < 1 || s->dim_b < 1 || (long)s->dim_a * s->dim_b > OR_TOPO_MAX_DEVICES)
+            return -1;
+        s->devices = s->dim_a * s->dim_b;
+        return 0;
+    }
+    for (int b = BOX_DGX_A100; b <= BOX_DGX_H100; b++) {
+        size_t n = strlen(box_names[b]);
+        if (strncmp(name, box_names[b], n) != 0)
+            continue;
+        s->box = (ot_box)b;
+        s->devices = 8;
+        if (name[n] == '\0')
+            return 0;
+        if (name[n] != 'x')
+            return -1;
+        s->nodes = suffix_count(name + n + 1, OR_TOPO_MAX_DEVICES / 8);
+        return s->nodes > 0 ? 0 : -1;
+    }
+    return -1;
+}
+
+int ot_is_preset(const char *name)
+{
+    ot_synth s;
+    return preset_synth(name, &s) == 0;
+}
+
+const char *or_topo_preset_help(const char *name)
+{
+    ot_synth s;
+    if (preset_synth(name, &s))
+        return NULL;
+    if (s.box == BOX_DGX_A100)
+        return "DGX A100-class boxes: 8 devices on NVLink3/NVSwitch (300 GB/s per direction), "
+               "PCIe Gen4, 8 x 200 Gb/s NICs each; dgx-a100xN: N boxes on one network";
+    if (s.box == BOX_DGX_H100)
+        return "DGX H100-class boxes: 8 devices on NVLink4/NVSwitch (450 GB/s per direction), "
+               "PCIe Gen5, 8 x 400 Gb/s NICs each; dgx-h100xN: N boxes on one network";
+    switch (s.shape) {
+    case SHAPE_FULL: return "fullN: N devices, a direct 300 GB/s, 1 us link between each pair";
+    case SHAPE_RING: return "ringN: N devices in a ring of 300 GB/s, 1 us links";
+    case SHAPE_SWITCH: return "switchN: N devices on one switch, 300 GB/s, 1 us device to device";
+    case SHAPE_TORUS: return "torusAxB: A x B devices in a 2-D torus of 300 GB/s, 1 us links";
+    }
+    return NULL;
+}
+
+or_topo_status or_topo_from_preset(const char *name, or_topo **out, or_topo_error *err)
+{
+    ot_clear_error(err);
+    ot_synth s;
+    if (!name || preset_synth(name, &s)) {
+        char list[256] = "";
+        size_t used = 0;
+        for (int i = 0; preset_names[i]; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                     preset_names[i]);
+        return ot_fail(err, OR_TOPO_ERR_UNKNOWN_PRESET, "", 0, 0,
+                       "unknown preset '%.64s' (presets: %s; also fullN, ringN, switchN, "
+                       "torusAxB, dgx-a100xN, dgx-h100xN)",
+                       name ? name : "(null)", list);
+    }
+    return from_synth(&s, name, "", out, err);
+}
+
+or_topo_status or_topo_from_string(const char *text, const char *source, or_topo **out,
+                                   or_topo_error *err)
+{
+    ot_clear_error(err);
+    if (!source)
+        source = "topology string";
+    if (!text)
+        return ot_fail(err, OR_TOPO_ERR_SYNTAX, source, 0, 0, "no topology string");
+    /* A lone word is a preset name. */
+    const char *b = text;
+    while (*b == ' ' || *b == '\t')
+        b++;
+    size_t len = strcspn(b, " \t");
+    const char *rest = b + len;
+    while (*rest == ' ' || *rest == '\t')
+        rest++;
+    if (len > 0 && *rest == '\0' && !memchr(b, ':', len)) {
+        char word[160];
+        if (len >= sizeof word)
+            len = sizeof word - 1;
+        memcpy(word, b, len);
+        word[len] = '\0';
+        or_topo_status rc = or_topo_from_preset(word, out, err);
+        if (rc != OR_TOPO_OK && err && !err->source[0])
+            snprintf(err->source, sizeof err->source, "%s", source);
+        return rc;
+    }
+    ot_synth s;
+    synth_defaults(&s);
+    ot_cursor c = {text, source, err};
+    or_topo_status rc = parse_synth(&c, &s);
+    if (rc != OR_TOPO_OK)
+        return rc;
+    /* The name is the string itself, trimmed: it says what was built. */
+    char name[256];
+    snprintf(name, sizeof name, "%s", b);
+    for (size_t n = strlen(name); n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\t'); n--)
+        name[n - 1] = '\0';
+    return from_synth(&s, name, source, out, err);
+}
+
+or_topo_status or_topo_load(const char *spec, const char *source, or_topo **out,
+                            or_topo_error *err)
+{
+    ot_clear_error(err);
+    if (!spec)
+        return ot_fail(err, OR_TOPO_ERR_SYNTAX, source, 0, 0, "no topology given");
+    size_t n = strlen(spec);
+    if (n > 4 && strcasecmp(spec + n - 4, ".xml") == 0)
+        return or_topo_from_xml_file(spec, out, err);
+    return or_topo_from_string(spec, source, out, err);
+}

@@ -1,0 +1,1046 @@
+/* topology/topo.c - the topology record: building, validation, paths, reading. */
+#include "topo_internal.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------- */
+
+static const char *const status_names[] = {
+#define OR_TOPO_NAME_(code, text) #code,
+    OR_TOPO_STATUS_LIST(OR_TOPO_NAME_)
+#undef OR_TOPO_NAME_
+};
+static const char *const status_strings[] = {
+#define OR_TOPO_TEXT_(code, text) text,
+    OR_TOPO_STATUS_LIST(OR_TOPO_TEXT_)
+#undef OR_TOPO_TEXT_
+};
+#define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
+
+const char *or_topo_status_name(or_topo_status s)
+{
+    return (int)s >= 0 && (int)s < NSTATUS ? status_names[s] : "OR_TOPO_ERR_UNKNOWN";
+}
+
+const char *or_topo_status_string(or_topo_status s)
+{
+    return (int)s >= 0 && (int)s < NSTATUS ? status_strings[s] : "unknown status";
+}
+
+void ot_clear_error(or_topo_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof *err);
+}
+
+or_topo_status ot_fail(or_topo_error *err, or_topo_status code, const char *source, int line,
+                       int column, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    snprintf(err->source, sizeof err->source, "%s", source ? source : "");
+    err->line = line;
+    err->column = column;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int or_topo_error_format(const or_topo_error *err, char *buf, size_t size)
+{
+    char where[300] = "";
+    if (err->source[0] && err->line > 0 && err->column > 0)
+        snprintf(where, sizeof where, "%s:%d:%d: ", err->source, err->line, err->column);
+    else if (err->source[0] && err->line > 0)
+        snprintf(where, sizeof where, "%s:%d: ", err->source, err->line);
+    else if (err->source[0])
+        snprintf(where, sizeof where, "%s: ", err->source);
+    return snprintf(buf, size, "%s%s", where,
+                    err->message[0] ? err->message : or_topo_status_string(err->code));
+}
+
+/* ---- names of enums ----------------------------------------------------- */
+
+const char *or_topo_kind_name(or_topo_kind k)
+{
+    static const char *const names[] = {"device", "cpu", "pci-switch", "nvswitch", "nic",
+                                        "net-switch"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+const char *or_topo_link_kind_name(or_topo_link_kind k)
+{
+    static const char *const names[] = {"nvlink", "pcie", "sys", "net"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+const char *or_topo_path_type_name(or_topo_path_type t)
+{
+    static const char *const names[] = {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS", "NET"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+/* ---- id map: string -> int, open addressing --------------------------- */
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static int idmap_get(const ot_idmap *m, const char *key)
+{
+    if (!m->cap)
+        return -1;
+    for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i])
+            return -1;
+        if (strcmp(m->keys[i], key) == 0)
+            return m->values[i];
+    }
+}
+
+/* key is borrowed (owned by the vertex). */
+static int idmap_put(ot_idmap *m, char *key, int value)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        char **keys = calloc(cap, sizeof *keys);
+        int *values = calloc(cap, sizeof *values);
+        if (!keys || !values) {
+            free(keys);
+            free(values);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i])
+                continue;
+            size_t j = hash_str(m->keys[i]) & (cap - 1);
+            while (keys[j])
+                j = (j + 1) & (cap - 1);
+            keys[j] = m->keys[i];
+            values[j] = m->values[i];
+        }
+        free(m->keys);
+        free(m->values);
+        m->keys = keys;
+        m->values = values;
+        m->cap = cap;
+    }
+    size_t i = hash_str(key) & (m->cap - 1);
+    while (m->keys[i])
+        i = (i + 1) & (m->cap - 1);
+    m->keys[i] = key;
+    m->values[i] = value;
+    m->count++;
+    return 0;
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+static void row_free(ot_row *r);
+
+or_topo *ot_new(const char *name, const char *source)
+{
+    or_topo *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->name = strdup(name ? name : "");
+    t->source = strdup(source ? source : "");
+    if (!t->name || !t->source) {
+        or_topo_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+or_topo_status ot_set_name(or_topo *t, const char *name, or_topo_error *err)
+{
+    char *copy = strdup(name);
+    if (!copy)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    free(t->name);
+    t->name = copy;
+    return OR_TOPO_OK;
+}
+
+void or_topo_free(or_topo *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->nnodes; i++)
+        free(t->node_names[i]);
+    free(t->node_names);
+    free(t->node_lines);
+    for (int i = 0; i < t->nverts; i++)
+        free(t->verts[i].id);
+    free(t->verts);
+    free(t->ids.keys);
+    free(t->ids.values);
+    free(t->links);
+    free(t->dev_vertex);
+    free(t->node_first);
+    free(t->node_ndev);
+    free(t->adj_off);
+    free(t->adj);
+    for (int d = 0; t->rows && d < t->ndevs; d++)
+        row_free(atomic_load(&t->rows[d]));
+    free((void *)t->rows);
+    free(t->name);
+    free(t->source);
+    free(t);
+}
+
+static int grow(void **array, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int n = *cap ? *cap * 2 : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*array, (size_t)n * elem);
+    if (!p)
+        return -1;
+    *array = p;
+    *cap = n;
+    return 0;
+}
+
+static int valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > OR_TOPO_MAX_ID)
+        return 0;
+    for (const char *p = id; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
+or_topo_status ot_add_node(or_topo *t, const char *name, int line, int *node,
+                           or_topo_error *err)
+{
+    if (!valid_id(name))
+        return ot_fail(err, OR_TOPO_ERR_VALUE, t->source, line, 0,
+                       "node name '%.*s' is not valid: 1 to %d characters, no spaces",
+                       OR_TOPO_MAX_ID, name, OR_TOPO_MAX_ID);
+    for (int i = 0; i < t->nnodes; i++)
+        if (strcmp(t->node_names[i], name) == 0)
+            return ot_fail(err, OR_TOPO_ERR_DUPLICATE, t->source, line, 0,
+                           "node '%s' is declared twice (first at line %d)", name,
+                           t->node_lines[i]);
+    int cap = t->cap_nodes;
+    if (grow((void **)&t->node_names, &cap, t->nnodes + 1, sizeof *t->node_names))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    cap = t->cap_nodes;
+    if (grow((void **)&t->node_lines, &cap, t->nnodes + 1, sizeof *t->node_lines))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    t->cap_nodes = cap;
+    if (!(t->node_names[t->nnodes] = strdup(name)))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    t->node_lines[t->nnodes] = line;
+    *node = t->nnodes++;
+    return OR_TOPO_OK;
+}
+
+or_topo_status ot_add_vertex(or_topo *t, const char *id, or_topo_kind kind, int node, int line,
+                             int *vertex, or_topo_error *err)
+{
+    if (!valid_id(id))
+        return ot_fail(err, OR_TOPO_ERR_VALUE, t->source, line, 0,
+                       "id '%.*s' is not valid: 1 to %d characters, no spaces", OR_TOPO_MAX_ID,
+                       id, OR_TOPO_MAX_ID);
+    int prev = idmap_get(&t->ids, id);
+    if (prev >= 0)
+        return ot_fail(err, OR_TOPO_ERR_DUPLICATE, t->source, line, 0,
+                       "id '%s' is already used (line %d)", id, t->verts[prev].line);
+    if (kind == OR_TOPO_DEVICE) {
+        int ndev = 0;
+        for (int i = 0; i < t->nverts; i++)
+            ndev += t->verts[i].kind == OR_TOPO_DEVICE;
+        /* Counting is quadratic only up to the limit, which stops it. */
+        if (ndev >= OR_TOPO_MAX_DEVICES)
+            return ot_fail(err, OR_TOPO_ERR_LIMIT, t->source, line, 0,
+                           "more than %d devices", OR_TOPO_MAX_DEVICES);
+    }
+    if (grow((void **)&t->verts, &t->cap_verts, t->nverts + 1, sizeof *t->verts))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    ot_vertex *v = &t->verts[t->nverts];
+    if (!(v->id = strdup(id)))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    if (idmap_put(&t->ids, v->id, t->nverts)) {
+        free(v->id);
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    }
+    v->kind = kind;
+    v->node = node;
+    v->device = -1;
+    v->line = line;
+    if (vertex)
+        *vertex = t->nverts;
+    t->nverts++;
+    return OR_TOPO_OK;
+}
+
+int ot_find_vertex(const or_topo *t, const char *id)
+{
+    return idmap_get(&t->ids, id);
+}
+
+or_topo_status ot_add_link(or_topo *t, int a, int b, or_topo_link_kind kind, double bandwidth,
+                           double latency_ns, int line, or_topo_error *err)
+{
+    if (!(bandwidth > 0) || !isfinite(bandwidth))
+        return ot_fail(err, OR_TOPO_ERR_VALUE, t->source, line, 0,
+                       "link %s - %s: bandwidth must be positive and finite", t->verts[a].id,
+                       t->verts[b].id);
+    if (!(latency_ns >= 0) || !isfinite(latency_ns))
+        return ot_fail(err, OR_TOPO_ERR_VALUE, t->source, line, 0,
+                       "link %s - %s: latency must be zero or positive and finite",
+                       t->verts[a].id, t->verts[b].id);
+    if (a == b)
+        return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, line, 0,
+                       "link from '%s' to itself", t->verts[a].id);
+    if (t->nlinks >= OR_TOPO_MAX_LINKS)
+        return ot_fail(err, OR_TOPO_ERR_LIMIT, t->source, line, 0, "more than %d links",
+                       OR_TOPO_MAX_LINKS);
+    if (grow((void **)&t->links, &t->cap_links, t->nlinks + 1, sizeof *t->links))
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, line, 0, "out of memory");
+    ot_link *l = &t->links[t->nlinks++];
+    l->info.a = a;
+    l->info.b = b;
+    l->info.kind = kind;
+    l->info.bandwidth = bandwidth;
+    l->info.latency_ns = latency_ns;
+    l->line = line;
+    return OR_TOPO_OK;
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+static unsigned kind_bit(or_topo_kind k) { return 1u << k; }
+
+/* Which vertex kinds each link kind may join (both ends in the set). */
+static unsigned link_allowed(or_topo_link_kind k)
+{
+    switch (k) {
+    case OR_TOPO_LINK_NVLINK:
+        return kind_bit(OR_TOPO_DEVICE) | kind_bit(OR_TOPO_NVSWITCH) | kind_bit(OR_TOPO_CPU);
+    case OR_TOPO_LINK_PCIE:
+        return kind_bit(OR_TOPO_DEVICE) | kind_bit(OR_TOPO_CPU) | kind_bit(OR_TOPO_PCI_SWITCH) |
+               kind_bit(OR_TOPO_NIC);
+    case OR_TOPO_LINK_SYS: return kind_bit(OR_TOPO_CPU);
+    case OR_TOPO_LINK_NET: return kind_bit(OR_TOPO_NIC) | kind_bit(OR_TOPO_NET_SWITCH);
+    }
+    return 0;
+}
+
+static or_topo_status check_links(or_topo *t, or_topo_error *err)
+{
+    for (int i = 0; i < t->nlinks; i++) {
+        const ot_link *l = &t->links[i];
+        const ot_vertex *a = &t->verts[l->info.a], *b = &t->verts[l->info.b];
+        unsigned ok = link_allowed(l->info.kind);
+        if (!(ok & kind_bit(a->kind)) || !(ok & kind_bit(b->kind)))
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, l->line, 0,
+                           "link type %s cannot join %s '%s' and %s '%s'",
+                           or_topo_link_kind_name(l->info.kind), or_topo_kind_name(a->kind),
+                           a->id, or_topo_kind_name(b->kind), b->id);
+        if (l->info.kind == OR_TOPO_LINK_NVLINK && a->kind == OR_TOPO_CPU &&
+            b->kind == OR_TOPO_CPU)
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, l->line, 0,
+                           "CPUs '%s' and '%s' are joined by a sys link, not nvlink", a->id,
+                           b->id);
+        if (l->info.kind == OR_TOPO_LINK_PCIE && a->kind == OR_TOPO_CPU &&
+            b->kind == OR_TOPO_CPU)
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, l->line, 0,
+                           "CPUs '%s' and '%s' are joined by a sys link, not pcie", a->id,
+                           b->id);
+        if (l->info.kind != OR_TOPO_LINK_NET && a->node != b->node)
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, l->line, 0,
+                           "%s link joins '%s' and '%s' of different nodes: only net links "
+                           "leave a node",
+                           or_topo_link_kind_name(l->info.kind), a->id, b->id);
+        if (l->info.kind == OR_TOPO_LINK_NET && a->kind == OR_TOPO_NIC &&
+            b->kind == OR_TOPO_NIC && a->node == b->node)
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, l->line, 0,
+                           "net link joins NICs '%s' and '%s' of the same node", a->id, b->id);
+    }
+    /* Parallel links between one pair would be ambiguous: found by sorting. */
+    int *order = malloc(sizeof *order * (size_t)(t->nlinks > 0 ? t->nlinks : 1));
+    if (!order)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    for (int i = 0; i < t->nlinks; i++)
+        order[i] = i;
+    /* Insertion sort into buckets would do; a simple comparison sort keeps the
+     * first-declared link first so the message names the later one. */
+    for (int i = 1; i < t->nlinks; i++) {
+        int x = order[i], j = i - 1;
+        const or_topo_link_info *lx = &t->links[x].info;
+        int xa = lx->a < lx->b ? lx->a : lx->b, xb = lx->a < lx->b ? lx->b : lx->a;
+        while (j >= 0) {
+            const or_topo_link_info *ly = &t->links[order[j]].info;
+            int ya = ly->a < ly->b ? ly->a : ly->b, yb = ly->a < ly->b ? ly->b : ly->a;
+            if (ya < xa || (ya == xa && (yb < xb || (yb == xb && order[j] < x))))
+                break;
+            order[j + 1] = order[j];
+            j--;
+        }
+        order[j + 1] = x;
+    }
+    or_topo_status rc = OR_TOPO_OK;
+    for (int i = 1; i < t->nlinks && rc == OR_TOPO_OK; i++) {
+        const ot_link *p = &t->links[order[i - 1]], *q = &t->links[order[i]];
+        int pa = p->info.a < p->info.b ? p->info.a : p->info.b;
+        int pb = p->info.a < p->info.b ? p->info.b : p->info.a;
+        int qa = q->info.a < q->info.b ? q->info.a : q->info.b;
+        int qb = q->info.a < q->info.b ? q->info.b : q->info.a;
+        if (pa == qa && pb == qb)
+            rc = ot_fail(err, OR_TOPO_ERR_DUPLICATE, t->source, q->line, 0,
+                         "a second link between '%s' and '%s' (first at line %d)",
+                         t->verts[qa].id, t->verts[qb].id, p->line);
+    }
+    free(order);
+    return rc;
+}
+
+/* ---- path search -------------------------------------------------------- */
+
+/* A search state is a vertex plus whether it was reached over NVLink: a path
+ * may pass through another device only from one NVLink to another (NVB). */
+typedef struct {
+    double bw, lat;
+    int hops;
+    int prev_state, prev_link; /* -1 at the source */
+    int done;
+} ot_label;
+
+typedef struct {
+    int *items;
+    int n;
+} ot_heap;
+
+/* Heap order: for the widest pass, larger bw first; for the latency pass,
+ * smaller (lat, hops) first; ties by state index keep it deterministic. */
+static int better(const ot_label *L, int x, int y, int widest)
+{
+    if (widest) {
+        if (L[x].bw != L[y].bw)
+            return L[x].bw > L[y].bw;
+    } else {
+        if (L[x].lat != L[y].lat)
+            return L[x].lat < L[y].lat;
+        if (L[x].hops != L[y].hops)
+            return L[x].hops < L[y].hops;
+    }
+    return x < y;
+}
+
+static void heap_push(ot_heap *h, const ot_label *L, int s, int widest)
+{
+    int i = h->n++;
+    h->items[i] = s;
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!better(L, h->items[i], h->items[p], widest))
+            break;
+        int tmp = h->items[i];
+        h->items[i] = h->items[p];
+        h->items[p] = tmp;
+        i = p;
+    }
+}
+
+static int heap_pop(ot_heap *h, const ot_label *L, int widest)
+{
+    int top = h->items[0];
+    h->items[0] = h->items[--h->n];
+    int i = 0;
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && better(L, h->items[l], h->items[m], widest))
+            m = l;
+        if (r < h->n && better(L, h->items[r], h->items[m], widest))
+            m = r;
+        if (m == i)
+            break;
+        int tmp = h->items[i];
+        h->items[i] = h->items[m];
+        h->items[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+/* May a path that reached state s (vertex v) continue over link l? */
+static int may_traverse(const or_topo *t, int src_vertex, int s, int l)
+{
+    int v = s / 2, via_nvlink = s % 2;
+    const ot_link *lk = &t->links[l];
+    int w = lk->info.a == v ? lk->info.b : lk->info.a;
+    const ot_vertex *V = &t->verts[v], *W = &t->verts[w];
+    if (v != src_vertex) {
+        if (V->kind == OR_TOPO_DEVICE && !(via_nvlink && lk->info.kind == OR_TOPO_LINK_NVLINK))
+            return 0;
+    }
+    int src_node = t->verts[src_vertex].node;
+    /* A path leaves the source node at most once and enters one other node. */
+    if (lk->info.kind == OR_TOPO_LINK_NET) {
+        if (V->kind == OR_TOPO_NIC && V->node != src_node)
+            return 0;
+        if (W->kind == OR_TOPO_NIC && W->node == src_node)
+            return 0;
+    }
+    /* Inside the destination node a NIC is only an entry: entering one from
+     * inside would lead nowhere. So every NIC is reached one way (the source
+     * node's from inside, others from the network), which lets the search
+     * keep one state per NIC. */
+    if (W->kind == OR_TOPO_NIC && lk->info.kind == OR_TOPO_LINK_PCIE && W->node != src_node)
+        return 0;
+    return 1;
+}
+
+/* Run the search from a source vertex. Pass 1 (widest) fills best bottleneck
+ * per state; pass 2, for one bottleneck value B, finds (lat, hops) shortest
+ * paths over links of bandwidth >= B. `L` and `heap` are scratch. */
+static void search(const or_topo *t, int src, double min_bw, ot_label *L, ot_heap *heap,
+                   int widest)
+{
+    int nstates = 2 * t->nverts;
+    for (int s = 0; s < nstates; s++) {
+        L[s].bw = 0;
+        L[s].lat = INFINITY;
+        L[s].hops = 0;
+        L[s].prev_state = L[s].prev_link = -1;
+        L[s].done = 0;
+    }
+    int s0 = 2 * src;
+    L[s0].bw = INFINITY;
+    L[s0].lat = 0;
+    heap->n = 0;
+    heap_push(heap, L, s0, widest);
+    while (heap->n) {
+        int s = heap_pop(heap, L, widest);
+        if (L[s].done)
+            continue;
+        L[s].done = 1;
+        int v = s / 2;
+        /* A NIC is a gateway between its node and the network, not a bridge:
+         * leave it over the other kind of link than the one we came by. */
+        int came_net = L[s].prev_link >= 0 && t->links[L[s].prev_link].info.kind ==
+                                                  OR_TOPO_LINK_NET;
+        for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
+            int l = t->adj[k];
+            const or_topo_link_info *li = &t->links[l].info;
+            if (li->bandwidth < min_bw)
+                continue;
+            if (!may_traverse(t, src, s, l))
+                continue;
+            if (v != src && t->verts[v].kind == OR_TOPO_NIC &&
+                came_net == (li->kind == OR_TOPO_LINK_NET))
+                continue;
+            int w = li->a == v ? li->b : li->a;
+            int ns = 2 * w + (li->kind == OR_TOPO_LINK_NVLINK);
+            if (L[ns].done)
+                continue;
+            double bw = L[s].bw < li->bandwidth ? L[s].bw : li->bandwidth;
+            double lat = L[s].lat + li->latency_ns;
+            int hops = L[s].hops + 1;
+            int improve;
+            if (widest)
+                improve = bw > L[ns].bw;
+            else
+                improve = lat < L[ns].lat || (lat == L[ns].lat && hops < L[ns].hops);
+            if (!improve)
+                continue;
+            L[ns].bw = bw;
+            L[ns].lat = lat;
+            L[ns].hops = hops;
+            L[ns].prev_state = s;
+            L[ns].prev_link = l;
+            heap_push(heap, L, ns, widest);
+        }
+    }
+}
+
+/* The better of the two states of vertex v (widest pass). */
+static double widest_to(const ot_label *L, int v)
+{
+    return L[2 * v].bw > L[2 * v + 1].bw ? L[2 * v].bw : L[2 * v + 1].bw;
+}
+
+static int best_state(const ot_label *L, int v)
+{
+    const ot_label *a = &L[2 * v], *b = &L[2 * v + 1];
+    if (a->lat != b->lat)
+        return a->lat < b->lat ? 2 * v : 2 * v + 1;
+    if (a->hops != b->hops)
+        return a->hops < b->hops ? 2 * v : 2 * v + 1;
+    return 2 * v;
+}
+
+static or_topo_path_type classify(const or_topo *t, int src, const int *hops, int n)
+{
+    if (n == 0)
+        return OR_TOPO_PATH_LOC;
+    int v = src, pci_switches = 0, pcie = 0, sys = 0, cpu = 0, via_dev = 0, net = 0;
+    for (int i = 0; i < n; i++) {
+        const or_topo_link_info *li = &t->links[hops[i] / 2].info;
+        int w = hops[i] % 2 ? li->a : li->b;
+        pcie |= li->kind == OR_TOPO_LINK_PCIE;
+        sys |= li->kind == OR_TOPO_LINK_SYS;
+        net |= li->kind == OR_TOPO_LINK_NET;
+        if (i < n - 1) {
+            or_topo_kind k = t->verts[w].kind;
+            pci_switches += k == OR_TOPO_PCI_SWITCH;
+            cpu |= k == OR_TOPO_CPU;
+            via_dev |= k == OR_TOPO_DEVICE;
+        } else if (t->verts[w].kind == OR_TOPO_CPU && pcie) {
+            cpu = 1; /* a host path ends at the host bridge */
+        }
+        v = w;
+    }
+    (void)v;
+    if (net)
+        return OR_TOPO_PATH_NET;
+    if (sys)
+        return OR_TOPO_PATH_SYS;
+    if (cpu)
+        return OR_TOPO_PATH_PHB;
+    if (pci_switches > 1)
+        return OR_TOPO_PATH_PXB;
+    if (pcie)
+        return OR_TOPO_PATH_PIX;
+    if (via_dev)
+        return OR_TOPO_PATH_NVB;
+    return OR_TOPO_PATH_NVL;
+}
+
+/* Reconstruct the path to state s into hops (reversed walk), return count. */
+static int walk_back(const or_topo *t, const ot_label *L, int s, int *hops)
+{
+    int n = 0;
+    for (int x = s; L[x].prev_state >= 0; x = L[x].prev_state)
+        n++;
+    int i = n;
+    for (int x = s; L[x].prev_state >= 0; x = L[x].prev_state) {
+        int l = L[x].prev_link;
+        int from = L[x].prev_state / 2;
+        hops[--i] = 2 * l + (t->links[l].info.a == from ? 0 : 1);
+    }
+    return n;
+}
+
+typedef struct {
+    int *hops;
+    size_t n, cap;
+} ot_pool;
+
+static long pool_add(ot_pool *p, const int *hops, int n)
+{
+    if (p->n + (size_t)n > p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        while (cap < p->n + (size_t)n)
+            cap *= 2;
+        int *h = realloc(p->hops, cap * sizeof *h);
+        if (!h)
+            return -1;
+        p->hops = h;
+        p->cap = cap;
+    }
+    memcpy(p->hops + p->n, hops, (size_t)n * sizeof *hops);
+    p->n += (size_t)n;
+    return (long)(p->n - (size_t)n);
+}
+
+/* Scratch of one search from a source, allocated per use so that threads
+ * computing different rows never share it. */
+typedef struct {
+    ot_label *W, *L;
+    ot_heap heap;
+    int *hops;
+    double *levels;
+} ot_scratch;
+
+static void scratch_free(ot_scratch *x)
+{
+    free(x->W);
+    free(x->L);
+    free(x->heap.items);
+    free(x->hops);
+    free(x->levels);
+}
+
+static int scratch_alloc(const or_topo *t, ot_scratch *x)
+{
+    size_t nstates = 2 * (size_t)t->nverts;
+    x->W = malloc(sizeof *x->W * nstates);
+    x->L = malloc(sizeof *x->L * nstates);
+    /* Every state is expanded once and pushes at most once per incident link. */
+    x->heap.items = malloc(sizeof(int) * (size_t)(4 * t->nlinks + 2));
+    x->heap.n = 0;
+    x->hops = malloc(sizeof(int) * (nstates + 1));
+    x->levels = malloc(sizeof(double) * ((size_t)t->nverts + 1));
+    if (x->W && x->L && x->heap.items && x->hops && x->levels)
+        return 0;
+    scratch_free(x);
+    return -1;
+}
+
+/* The paths from one device: to every device, then (entry nd) to its host.
+ * Rows are computed when first asked for: their hops take memory in
+ * proportion to the path lengths, which a long ring makes large. */
+struct ot_row {
+    or_topo_path *paths;
+    int *hops;
+};
+
+static void row_free(ot_row *r)
+{
+    if (r) {
+        free(r->paths);
+        free(r->hops);
+        free(r);
+    }
+}
+
+static ot_row *compute_row(const or_topo *t, int d)
+{
+    int nd = t->ndevs, src = t->dev_vertex[d];
+    ot_scratch x;
+    if (scratch_alloc(t, &x))
+        return NULL;
+    ot_row *row = calloc(1, sizeof *row);
+    long *offs = calloc((size_t)nd + 1, sizeof *offs); /* the pool moves while it grows */
+    ot_pool pool = {0};
+    if (!row || !offs || !(row->paths = calloc((size_t)nd + 1, sizeof *row->paths)))
+        goto fail;
+    search(t, src, 0, x.W, &x.heap, 1);
+    /* One latency search per distinct bottleneck among the targets: every
+     * device, and the CPUs of the source's node. */
+    int nlevels = 0;
+    for (int v = 0; v < t->nverts; v++) {
+        int target = t->verts[v].kind == OR_TOPO_DEVICE ||
+                     (t->verts[v].kind == OR_TOPO_CPU && t->verts[v].node == t->verts[src].node);
+        double bw = widest_to(x.W, v);
+        if (!target || v == src || bw <= 0)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < nlevels; i++)
+            seen |= x.levels[i] == bw;
+        if (!seen)
+            x.levels[nlevels++] = bw;
+    }
+    double host_bw = 0, host_lat = 0;
+    int host_hops = 0, host_state = -1;
+    for (int i = 0; i < nlevels; i++) {
+        search(t, src, x.levels[i], x.L, &x.heap, 0);
+        for (int e = 0; e < nd; e++) {
+            int v = t->dev_vertex[e];
+            if (v == src || widest_to(x.W, v) != x.levels[i])
+                continue;
+            int s = best_state(x.L, v);
+            int n = walk_back(t, x.L, s, x.hops);
+            long off = pool_add(&pool, x.hops, n);
+            if (off < 0)
+                goto fail;
+            or_topo_path *p = &row->paths[e];
+            p->type = classify(t, src, x.hops, n);
+            p->bandwidth = x.levels[i];
+            p->latency_ns = x.L[s].lat;
+            p->nhops = n;
+            offs[e] = off;
+        }
+        /* The host: the best CPU of the node by (bw, lat, hops, index). */
+        for (int v = 0; v < t->nverts; v++) {
+            if (t->verts[v].kind != OR_TOPO_CPU || t->verts[v].node != t->verts[src].node ||
+                widest_to(x.W, v) != x.levels[i])
+                continue;
+            int s = best_state(x.L, v);
+            if (host_state >= 0 && !(x.levels[i] > host_bw ||
+                                     (x.levels[i] == host_bw &&
+                                      (x.L[s].lat < host_lat ||
+                                       (x.L[s].lat == host_lat && x.L[s].hops < host_hops)))))
+                continue;
+            int n = walk_back(t, x.L, s, x.hops);
+            long off = pool_add(&pool, x.hops, n);
+            if (off < 0)
+                goto fail;
+            host_state = s;
+            host_bw = x.levels[i];
+            host_lat = x.L[s].lat;
+            host_hops = x.L[s].hops;
+            or_topo_path *hp = &row->paths[nd];
+            hp->type = classify(t, src, x.hops, n);
+            hp->bandwidth = host_bw;
+            hp->latency_ns = host_lat;
+            hp->nhops = n;
+            offs[nd] = off;
+        }
+    }
+    row->paths[d].type = OR_TOPO_PATH_LOC;
+    row->hops = pool.hops;
+    for (int e = 0; e <= nd; e++)
+        row->paths[e].hops = row->hops ? row->hops + offs[e] : NULL;
+    free(offs);
+    scratch_free(&x);
+    return row;
+fail:
+    free(offs);
+    free(pool.hops);
+    row_free(row);
+    scratch_free(&x);
+    return NULL;
+}
+
+/* The row of device d, computed by the first caller; concurrent first
+ * callers both compute it and one keeps its copy. NULL when out of memory. */
+static const ot_row *get_row(const or_topo *t, int d)
+{
+    ot_row *row = atomic_load_explicit(&t->rows[d], memory_order_acquire);
+    if (row)
+        return row;
+    ot_row *mine = compute_row(t, d);
+    if (!mine)
+        return NULL;
+    ot_row *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&t->rows[d], &expected, mine,
+                                                memory_order_acq_rel, memory_order_acquire))
+        return mine;
+    row_free(mine);
+    return expected;
+}
+
+/* Every device must reach every other under the path rules: a breadth-first
+ * walk over search states from each device, stopping once all are found. */
+static or_topo_status check_reachable(or_topo *t, or_topo_error *err)
+{
+    int nstates = 2 * t->nverts;
+    unsigned char *seen = malloc((size_t)nstates);
+    int *queue = malloc(sizeof *queue * (size_t)nstates);
+    ot_label *L = malloc(sizeof *L * (size_t)nstates); /* only prev_link is used */
+    if (!seen || !queue || !L) {
+        free(seen);
+        free(queue);
+        free(L);
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    }
+    or_topo_status rc = OR_TOPO_OK;
+    for (int d = 0; d < t->ndevs && rc == OR_TOPO_OK; d++) {
+        int src = t->dev_vertex[d], head = 0, tail = 0, found = 1;
+        memset(seen, 0, (size_t)nstates);
+        seen[2 * src] = 1;
+        L[2 * src].prev_link = -1;
+        queue[tail++] = 2 * src;
+        while (head < tail && found < t->ndevs) {
+            int st = queue[head++], v = st / 2;
+            int came_net = L[st].prev_link >= 0 &&
+                           t->links[L[st].prev_link].info.kind == OR_TOPO_LINK_NET;
+            for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
+                int l = t->adj[k];
+                const or_topo_link_info *li = &t->links[l].info;
+                if (!may_traverse(t, src, st, l))
+                    continue;
+                if (v != src && t->verts[v].kind == OR_TOPO_NIC &&
+                    came_net == (li->kind == OR_TOPO_LINK_NET))
+                    continue;
+                int w = li->a == v ? li->b : li->a;
+                int ns = 2 * w + (li->kind == OR_TOPO_LINK_NVLINK);
+                if (seen[ns])
+                    continue;
+                seen[ns] = 1;
+                L[ns].prev_link = l;
+                queue[tail++] = ns;
+                if (t->verts[w].kind == OR_TOPO_DEVICE && !seen[2 * w + !(ns % 2)])
+                    found++;
+            }
+        }
+        for (int e = 0; e < t->ndevs && found < t->ndevs; e++) {
+            int v = t->dev_vertex[e];
+            if (!seen[2 * v] && !seen[2 * v + 1])
+                rc = ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, t->verts[v].line, 0,
+                             "no path from device '%s' to device '%s'", t->verts[src].id,
+                             t->verts[v].id);
+            if (rc != OR_TOPO_OK)
+                break;
+        }
+    }
+    free(seen);
+    free(queue);
+    free(L);
+    return rc;
+}
+
+or_topo_status ot_finish(or_topo *t, or_topo_error *err)
+{
+    if (t->nnodes == 0)
+        return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, 0, 0, "the topology has no node");
+    for (int v = 0; v < t->nverts; v++) {
+        int node = t->verts[v].node;
+        int net = t->verts[v].kind == OR_TOPO_NET_SWITCH;
+        if (net ? node != -1 : (node < 0 || node >= t->nnodes))
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, t->verts[v].line, 0,
+                           "'%s' is not placed correctly: network switches are outside "
+                           "nodes, everything else inside one",
+                           t->verts[v].id);
+    }
+    or_topo_status rc = check_links(t, err);
+    if (rc)
+        return rc;
+
+    /* Devices numbered node by node, in declaration order within a node. */
+    t->node_first = calloc((size_t)t->nnodes, sizeof *t->node_first);
+    t->node_ndev = calloc((size_t)t->nnodes, sizeof *t->node_ndev);
+    t->dev_vertex = malloc(sizeof *t->dev_vertex * (size_t)(t->nverts ? t->nverts : 1));
+    t->adj_off = calloc((size_t)t->nverts + 1, sizeof *t->adj_off);
+    t->adj = malloc(sizeof *t->adj * (size_t)(2 * t->nlinks + 1));
+    if (!t->node_first || !t->node_ndev || !t->dev_vertex || !t->adj_off || !t->adj)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    t->ndevs = 0;
+    for (int n = 0; n < t->nnodes; n++) {
+        t->node_first[n] = t->ndevs;
+        for (int v = 0; v < t->nverts; v++) {
+            if (t->verts[v].kind != OR_TOPO_DEVICE || t->verts[v].node != n)
+                continue;
+            t->verts[v].device = t->ndevs;
+            t->dev_vertex[t->ndevs++] = v;
+        }
+        t->node_ndev[n] = t->ndevs - t->node_first[n];
+        if (t->node_ndev[n] == 0)
+            return ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, t->node_lines[n], 0,
+                           "node '%s' has no device", t->node_names[n]);
+    }
+
+    for (int i = 0; i < t->nlinks; i++) {
+        t->adj_off[t->links[i].info.a + 1]++;
+        t->adj_off[t->links[i].info.b + 1]++;
+    }
+    for (int v = 0; v < t->nverts; v++)
+        t->adj_off[v + 1] += t->adj_off[v];
+    int *fill = malloc(sizeof *fill * (size_t)(t->nverts ? t->nverts : 1));
+    if (!fill)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    memcpy(fill, t->adj_off, sizeof *fill * (size_t)t->nverts);
+    for (int i = 0; i < t->nlinks; i++) {
+        t->adj[fill[t->links[i].info.a]++] = i;
+        t->adj[fill[t->links[i].info.b]++] = i;
+    }
+    free(fill);
+    or_topo_status rc2 = check_reachable(t, err);
+    if (rc2 != OR_TOPO_OK)
+        return rc2;
+    t->rows = calloc((size_t)t->ndevs, sizeof *t->rows);
+    if (!t->rows)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    return OR_TOPO_OK;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+const char *or_topo_name(const or_topo *t) { return t->name; }
+int or_topo_device_count(const or_topo *t) { return t->ndevs; }
+int or_topo_node_count(const or_topo *t) { return t->nnodes; }
+int or_topo_vertex_count(const or_topo *t) { return t->nverts; }
+int or_topo_link_count(const or_topo *t) { return t->nlinks; }
+
+const char *or_topo_node_name(const or_topo *t, int node)
+{
+    return node >= 0 && node < t->nnodes ? t->node_names[node] : NULL;
+}
+
+void or_topo_node_devices(const or_topo *t, int node, int *first, int *count)
+{
+    int ok = node >= 0 && node < t->nnodes;
+    *first = ok ? t->node_first[node] : 0;
+    *count = ok ? t->node_ndev[node] : 0;
+}
+
+int or_topo_device_node(const or_topo *t, int d)
+{
+    return d >= 0 && d < t->ndevs ? t->verts[t->dev_vertex[d]].node : -1;
+}
+
+int or_topo_device_vertex(const or_topo *t, int d)
+{
+    return d >= 0 && d < t->ndevs ? t->dev_vertex[d] : -1;
+}
+
+or_topo_vertex_info or_topo_vertex(const or_topo *t, int v)
+{
+    or_topo_vertex_info info = {NULL, OR_TOPO_DEVICE, -1, -1};
+    if (v >= 0 && v < t->nverts) {
+        info.id = t->verts[v].id;
+        info.kind = t->verts[v].kind;
+        info.node = t->verts[v].node;
+        info.device = t->verts[v].device;
+    }
+    return info;
+}
+
+or_topo_link_info or_topo_link(const or_topo *t, int l)
+{
+    or_topo_link_info none = {-1, -1, OR_TOPO_LINK_NVLINK, 0, 0};
+    return l >= 0 && l < t->nlinks ? t->links[l].info : none;
+}
+
+const or_topo_path *or_topo_path_between(const or_topo *t, int src, int dst)
+{
+    if (src < 0 || dst < 0 || src >= t->ndevs || dst >= t->ndevs)
+        return NULL;
+    const ot_row *row = get_row(t, src);
+    return row ? &row->paths[dst] : NULL;
+}
+
+const or_topo_path *or_topo_host_path(const or_topo *t, int d)
+{
+    if (d < 0 || d >= t->ndevs)
+        return NULL;
+    const ot_row *row = get_row(t, d);
+    return row && row->paths[t->ndevs].nhops ? &row->paths[t->ndevs] : NULL;
+}
+
+int or_topo_equal(const or_topo *a, const or_topo *b)
+{
+    if (strcmp(a->name, b->name) || a->nnodes != b->nnodes || a->nverts != b->nverts ||
+        a->nlinks != b->nlinks || a->ndevs != b->ndevs)
+        return 0;
+    for (int i = 0; i < a->nnodes; i++)
+        if (strcmp(a->node_names[i], b->node_names[i]))
+            return 0;
+    /* Vertices and links are matched by id, so declaration order may differ
+     * except for the devices, whose order is their numbering. */
+    for (int d = 0; d < a->ndevs; d++)
+        if (strcmp(a->verts[a->dev_vertex[d]].id, b->verts[b->dev_vertex[d]].id))
+            return 0;
+    for (int v = 0; v < a->nverts; v++) {
+        int w = ot_find_vertex(b, a->verts[v].id);
+        if (w < 0 || a->verts[v].kind != b->verts[w].kind || a->verts[v].node != b->verts[w].node)
+            return 0;
+    }
+    for (int i = 0; i < a->nlinks; i++) {
+        const or_topo_link_info *la = &a->links[i].info;
+        int x = ot_find_vertex(b, a->verts[la->a].id), y = ot_find_vertex(b, a->verts[la->b].id);
+        int found = 0;
+        for (int k = b->adj_off[x]; k < b->adj_off[x + 1] && !found; k++) {
+            const or_topo_link_info *lb = &b->links[b->adj[k]].info;
+            if (!((lb->a == x && lb->b == y) || (lb->a == y && lb->b == x)))
+                continue;
+            found = lb->kind == la->kind && lb->bandwidth == la->bandwidth &&
+                    lb->latency_ns == la->latency_ns;
+            if (!found)
+                return 0;
+        }
+        if (!found)
+            return 0;
+    }
+    return 1;
+}

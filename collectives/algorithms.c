@@ -395,16 +395,21 @@ static occlResult_t reduce(const occl_call *c)
         return occlSuccess;
     }
     occl_algo algo = occl_plan(c);
-    /* Only the root's result is kept: the others' partials go in scratch. */
-    void *acc = root ? c->recvbuff : occl_scratch(x.comm, OCCL_SCRATCH_A, bytes);
-    if (!acc)
+    int root_pos = pos_of(x.comm, c->root);
+    /* Only the root's result is kept: the partials of ranks that add
+     * something up (all but the chain's first rank and the tree's leaves)
+     * go in scratch, and so does a scaled input. */
+    bool pre = r.pre.kind == OCCL_RED_PREMULSUM;
+    bool adds = algo == OCCL_ALGO_TREE ? 2 * ((x.p - root_pos + x.n) % x.n) + 1 < x.n
+                                       : (x.p - root_pos - 1 + 2 * x.n) % x.n != 0;
+    void *acc = root ? c->recvbuff : adds || pre ? occl_scratch(x.comm, OCCL_SCRATCH_A, bytes) : NULL;
+    if (!acc && (root || adds || pre))
         return occlSystemError;
     const void *input = c->sendbuff;
-    if (r.pre.kind == OCCL_RED_PREMULSUM) {
+    if (pre) {
         occl_premul(acc, c->sendbuff, c->count, c->type, &r.pre);
         input = acc;
     }
-    int root_pos = pos_of(x.comm, c->root);
     occlResult_t res = algo == OCCL_ALGO_TREE
                            ? tree_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op)
                            : chain_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op);
@@ -525,6 +530,9 @@ occlResult_t occl_run_call(occl_call *c)
 {
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
+    if (c->coll != OCCL_COLL_ALLREDUCE && c->coll != OCCL_COLL_REDUCE && c->coll < OCCL_COLL_SEND &&
+        c->comm->nranks > 1)
+        occl_plan(c); /* one algorithm each: logged all the same */
     switch (c->coll) {
     case OCCL_COLL_ALLREDUCE: return all_reduce(c, c->recvbuff);
     case OCCL_COLL_BROADCAST: return broadcast(c);

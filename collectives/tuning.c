@@ -157,7 +157,9 @@ occl_algo occl_plan(const occl_call *c)
     double bytes = (double)c->count * (double)occl_type_size(c->type);
     /* What each collective implements. */
     unsigned has = 1u << OCCL_ALGO_RING;
-    if (c->coll == OCCL_COLL_ALLREDUCE)
+    if (c->coll == OCCL_COLL_ALLTOALL || c->coll == OCCL_COLL_GATHER || c->coll == OCCL_COLL_SCATTER)
+        has = 1u << OCCL_ALGO_DIRECT;
+    else if (c->coll == OCCL_COLL_ALLREDUCE)
         has = (1u << OCCL_NUM_ALGOS) - 1;
     else if (c->coll == OCCL_COLL_REDUCE)
         has |= 1u << OCCL_ALGO_TREE;

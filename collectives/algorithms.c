@@ -12,7 +12,6 @@
 #include "occl_internal.h"
 
 #define BROADCAST_CHUNK ((size_t)4 << 20) /* pipeline granularity */
-#define REDUCE_CHUNK ((size_t)1 << 20)    /* a reduction per chunk keeps it in cache */
 
 const char *occl_coll_name(occl_coll c)
 {
@@ -315,6 +314,17 @@ static occlResult_t broadcast(const occl_call *c)
     return occlSuccess;
 }
 
+/* Chunks of Reduce's chain: a quarter of the buffer, 1 to 16 MiB. Few
+ * chunks, as every chunk is a hand-over between ranks that, with more ranks
+ * than cores, waits for the scheduler; enough of them to keep the chain's
+ * links busy together. */
+size_t occl_chain_chunk(size_t bytes)
+{
+    size_t chunk = (bytes / 4 + 63) & ~(size_t)63;
+    size_t lo = (size_t)1 << 20, hi = (size_t)16 << 20;
+    return chunk < lo ? lo : chunk > hi ? hi : chunk;
+}
+
 static int pos_of(occlComm_t comm, int rank)
 {
     int q = 0;
@@ -325,8 +335,8 @@ static int pos_of(occlComm_t comm, int rank)
 
 /* Reduce as a pipelined chain along the ring that ends at the root: the
  * rank after the root starts, each next rank adds its input to what arrives
- * and passes it on, chunk by chunk, so every link carries each byte once and
- * the chunks move down the chain together. acc holds the partial result
+ * and passes it on, chunk by chunk (occl_chain_chunk), so every link carries
+ * each byte once and the chunks move down the chain together. acc holds the partial result
  * (the root's recvbuff); input is this rank's (scaled) input. */
 static occlResult_t chain_reduce(const ctx *x, int root_pos, void *acc, const void *input,
                                  size_t bytes, occlDataType_t t, const occl_redop *op)
@@ -335,19 +345,19 @@ static occlResult_t chain_reduce(const ctx *x, int root_pos, void *acc, const vo
     bool first = rel == 0, root = rel == x->n - 1;
     unsigned char *a = acc;
     const unsigned char *in = input;
-    size_t nchunks = (bytes + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
+    size_t chunk = occl_chain_chunk(bytes), nchunks = (bytes + chunk - 1) / chunk;
     /* Step k: receive chunk k (adding the input) and send chunk k-1 on; the
      * first rank sends chunk k straight from its input. */
     for (size_t k = 0; k <= nchunks; k++) {
         occl_xfer xf[2];
         int m = 0;
         if (!first && k < nchunks) {
-            size_t off = k * REDUCE_CHUNK, len = bytes - off < REDUCE_CHUNK ? bytes - off : REDUCE_CHUNK;
+            size_t off = k * chunk, len = bytes - off < chunk ? bytes - off : chunk;
             xf[m++] = recv_reduce_x(x->prev, a + off, in + off, len, t, op);
         }
         if (!root && (first ? k < nchunks : k >= 1)) {
             size_t sk = first ? k : k - 1;
-            size_t off = sk * REDUCE_CHUNK, len = bytes - off < REDUCE_CHUNK ? bytes - off : REDUCE_CHUNK;
+            size_t off = sk * chunk, len = bytes - off < chunk ? bytes - off : chunk;
             xf[m++] = send_x(x->next, (first ? in : a) + off, len);
         }
         if (m) {

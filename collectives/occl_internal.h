@@ -217,6 +217,7 @@ typedef enum {
     OCCL_NUM_ALGOS
 } occl_algo;
 occl_algo occl_plan(const occl_call *call);
+size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk */
 const char *occl_algo_name(occl_algo a);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */

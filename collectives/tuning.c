@@ -140,7 +140,7 @@ static double reduce_cost(occlComm_t comm, occl_algo a, double bytes)
 {
     int n = comm->nranks;
     bool net = comm->nnodes > 1;
-    const double chunk = 1 << 20;
+    double chunk = (double)occl_chain_chunk((size_t)bytes);
     double nchunks = ceil(bytes / chunk), piece = bytes < chunk ? bytes : chunk;
     switch (a) {
     case OCCL_ALGO_RING: return (n - 1 + (nchunks > 1 ? nchunks - 1 : 0)) * hop_us(net, piece);

@@ -282,8 +282,10 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x)
 static void cancel(occlComm_t comm, occl_xfer *x)
 {
     if (x->nreq) {
+        /* Outstanding: a staged receive's pieces not yet reduced, or every
+         * piece posted of another transfer. */
         int first = x->staging ? x->next_done : 0;
-        int last = x->staging ? x->next_post : x->npieces;
+        int last = x->staging ? x->next_post : x->nreq;
         for (int k = first; k < last; k++) {
             MPI_Request *req = &x->req[x->staging ? k % OCCL_NET_DEPTH : k];
             if (*req != MPI_REQUEST_NULL) {
@@ -301,6 +303,14 @@ static void cancel(occlComm_t comm, occl_xfer *x)
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
 {
     occlResult_t err = occlSuccess;
+    /* A network receive that reduces posts its later pieces as it goes: no
+     * other receive from that peer (same tag) may be posted meanwhile. */
+    for (int i = 0; i < n; i++)
+        if (x[i].kind == OCCL_XFER_RECV && x[i].reduce && !same_node(comm, x[i].peer))
+            for (int j = 0; j < n; j++)
+                if (j != i && x[j].kind == OCCL_XFER_RECV && x[j].peer == x[i].peer)
+                    return occl_fail(occlInternalError, "two receives from rank %d in one step, "
+                                                        "one reducing", x[i].peer);
     for (int i = 0; i < n && err == occlSuccess; i++)
         err = start(comm, &x[i]);
     uint64_t deadline = occl_deadline();

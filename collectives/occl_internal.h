@@ -34,11 +34,13 @@
 #define OCCL_TAG_SLOTS 255
 /* Device scratch buffers a call may use at once (see occl_scratch). */
 enum { OCCL_SCRATCH_A, OCCL_SCRATCH_B, OCCL_SCRATCH_SLOTS };
-/* Network transfers go in pieces: a receive that reduces keeps
+/* Network transfers go in OCCL_NET_SPLIT pieces of at least OCCL_NET_PIECE
+ * bytes (more only past OCCL_MPI_PIECE each): a receive that reduces keeps
  * OCCL_NET_DEPTH pieces posted while it reduces the one that arrived. */
 #define OCCL_NET_PIECE ((size_t)1 << 20)
+#define OCCL_NET_SPLIT 4
 #define OCCL_NET_MAX_PIECES 64
-#define OCCL_NET_DEPTH 4
+#define OCCL_NET_DEPTH 2
 
 /* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
 typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;

@@ -7,10 +7,11 @@
  * the receiver reads the bytes straight from the sender's device memory,
  * copying or reducing them into its own, then acknowledges. No MPI, no
  * intermediate buffer, and the sender's buffer is never reused early.
- * Other nodes: MPI_Isend / MPI_Irecv in pieces of about 1 MiB. A receive
- * that reduces keeps OCCL_NET_DEPTH pieces posted into the communicator's
- * staging memory and reduces each as it lands, so the network fills the
- * next pieces while the current one is reduced.
+ * Other nodes: MPI_Isend / MPI_Irecv in pieces (a quarter of the transfer,
+ * at least 1 MiB). A receive that reduces keeps OCCL_NET_DEPTH pieces
+ * posted into the communicator's staging memory and reduces each as it
+ * lands, so the network fills the next piece while the current one is
+ * reduced.
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -58,15 +59,17 @@ static int tag_of(occlComm_t comm, int src, int dst)
     return comm->tag_base | (src << 10) | dst;
 }
 
-/* Pieces of a network transfer: about 1 MiB each (so a receive that
- * reduces overlaps the reduction of one piece with the arrival of the next),
- * at most OCCL_NET_MAX_PIECES, a multiple of 64 bytes (whole elements of
- * every type). Both ends compute the same split from the byte count. */
+/* Pieces of a network transfer: a quarter of it, at least OCCL_NET_PIECE
+ * (so a receive that reduces overlaps the reduction of one piece with the
+ * arrival of the next, while each piece's MPI hand-shake, which waits for
+ * the sender's process to be scheduled, stays rare), at most
+ * OCCL_MPI_PIECE, a multiple of 64 bytes (whole elements of every type).
+ * Both ends compute the same split from the byte count. */
 static size_t piece_of(size_t bytes)
 {
-    size_t piece = OCCL_NET_PIECE;
-    if (bytes / OCCL_NET_MAX_PIECES >= piece)
-        piece = ((bytes / OCCL_NET_MAX_PIECES) + 127) & ~(size_t)63;
+    size_t piece = ((bytes / OCCL_NET_SPLIT) + 127) & ~(size_t)63;
+    if (piece < OCCL_NET_PIECE)
+        piece = OCCL_NET_PIECE;
     return piece < OCCL_MPI_PIECE ? piece : OCCL_MPI_PIECE;
 }
 

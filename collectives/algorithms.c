@@ -156,7 +156,7 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
     const void **srcs = calloc((size_t)x->n, sizeof *srcs);
     occlResult_t res = occlSuccess;
     if (!all)
-        res = occlSystemError; /* occl_scratch said why */
+        res = occlUnhandledDeviceError; /* occl_scratch said why */
     else if (!xf || !srcs)
         res = occl_fail(occlSystemError, "out of memory");
     int m = 0, me = x->comm->rank;
@@ -414,7 +414,7 @@ static occlResult_t reduce(const occl_call *c)
                                        : (x.p - root_pos - 1 + 2 * x.n) % x.n != 0;
     void *acc = root ? c->recvbuff : adds || pre ? occl_scratch(x.comm, OCCL_SCRATCH_A, bytes) : NULL;
     if (!acc && (root || adds || pre))
-        return occlSystemError;
+        return occlUnhandledDeviceError;
     const void *input = c->sendbuff;
     if (pre) {
         occl_premul(acc, c->sendbuff, c->count, c->type, &r.pre);
@@ -456,14 +456,14 @@ static occlResult_t reduce_scatter(const occl_call *c)
     occlResult_t res = occlSuccess;
     if (r.pre.kind == OCCL_RED_PREMULSUM) {
         if (!(scaled = occl_scratch(x.comm, OCCL_SCRATCH_B, total)))
-            return occlSystemError;
+            return occlUnhandledDeviceError;
         occl_premul(scaled, c->sendbuff, c->count * (size_t)x.n, c->type, &r.pre);
         input = scaled;
     }
     if (x.n == 1) {
         memmove(c->recvbuff, input, block);
     } else if (!(acc = occl_scratch(x.comm, OCCL_SCRATCH_A, total))) {
-        res = occlSystemError;
+        res = occlUnhandledDeviceError;
     } else {
         /* Ring over blocks: at step s send the partial of the block at ring
          * position p-s-1, receive that of p-s-2; the last one received is our own. */
@@ -491,7 +491,7 @@ static occlResult_t all_to_all(const occl_call *c)
     unsigned char *recv = c->recvbuff, *copy = NULL;
     if (c->sendbuff == c->recvbuff && x.n > 1) { /* in place: peers read what we overwrite */
         if (!(copy = occl_scratch(x.comm, OCCL_SCRATCH_A, total)))
-            return occlSystemError;
+            return occlUnhandledDeviceError;
         memcpy(copy, send, total);
         send = copy;
     }

@@ -192,7 +192,7 @@ void *occl_scratch(occlComm_t comm, int slot, size_t bytes)
         comm->scratch_bytes[slot] = want;
     } else {
         p = NULL;
-        occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", bytes);
+        occl_fail(occlUnhandledDeviceError, "no device memory for %zu bytes of scratch", bytes);
     }
     orSetDevice(prev);
     return p;

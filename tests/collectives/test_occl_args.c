@@ -1003,3 +1003,44 @@ static void scratch_pool(int how)
 Test(occl_args, scratch_kept_then_freed_at_finalize) { scratch_pool(0); }
 Test(occl_args, scratch_kept_then_freed_at_destroy) { scratch_pool(1); }
 Test(occl_args, scratch_kept_then_freed_at_abort) { scratch_pool(2); }
+
+/* No device memory left for a call's scratch: the call fails with
+ * occlUnhandledDeviceError (asynchronously, as it runs), its stream reports
+ * the failure, and the communicator is then aborted. */
+Test(occl_args, no_device_memory_for_scratch)
+{
+    const size_t count = (size_t)1 << 18; /* ReduceScatter: 2 MiB of scratch per rank */
+    float *big_send[2], *big_recv[2];
+    void *hog[2];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        cr_assert_eq(orMalloc((void **)&big_send[d], 2 * count * sizeof(float)), orSuccess);
+        cr_assert_eq(orMalloc((void **)&big_recv[d], count * sizeof(float)), orSuccess);
+        size_t left = free_mem(d);
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        /* Leave less than the scratch needs (memory is reserved lazily). */
+        cr_assert_eq(orMalloc(&hog[d], left - ((size_t)1 << 20)), orSuccess);
+    }
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(big_send[d], big_recv[d], count, occlFloat, occlSum, comms[d],
+                                     streams[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        orError_t err = orStreamSynchronize(streams[d]);
+        cr_assert_neq(err, orSuccess, "device %d: the stream did not report the failure", d);
+        occlResult_t async = occlSuccess;
+        CHECK_OCCL(occlCommGetAsyncError(comms[d], &async));
+        cr_assert_eq(async, occlUnhandledDeviceError, "device %d: %s", d, occlGetErrorString(async));
+        cr_assert(strstr(occlGetLastError(comms[d]), "scratch") != NULL, "device %d: reason '%s'",
+                  d, occlGetLastError(comms[d]));
+    }
+    for (int d = 0; d < 2; d++) {
+        CHECK_OCCL(occlCommAbort(comms[d]));
+        comms[d] = NULL;
+        cr_assert_eq(orFree(hog[d]), orSuccess);
+        cr_assert_eq(orFree(big_send[d]), orSuccess);
+        cr_assert_eq(orFree(big_recv[d]), orSuccess);
+    }
+    cr_assert_eq(orSetDevice(0), orSuccess);
+}

@@ -11,7 +11,7 @@
 
 #include "occl_internal.h"
 
-#define BROADCAST_CHUNK ((size_t)4 << 20) /* pipeline granularity */
+#define BROADCAST_CHUNK OCCL_BROADCAST_CHUNK /* pipeline granularity */
 
 const char *occl_coll_name(occl_coll c)
 {

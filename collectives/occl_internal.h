@@ -220,6 +220,12 @@ typedef enum {
 } occl_algo;
 occl_algo occl_plan(const occl_call *call);
 size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk */
+#define OCCL_BROADCAST_CHUNK ((size_t)4 << 20) /* Broadcast's pipeline chunk */
+
+/* vcost.c: run a call (or a group's consecutive sends and receives) and
+ * account for it: in virtual time, exchange entry clocks with the peers and
+ * move *clock (this rank's entry) to the call's end; in traces, a slice. */
+occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
 const char *occl_algo_name(occl_algo a);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */

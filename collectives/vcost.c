@@ -532,8 +532,8 @@ static void trace_call(const occl_call *c, occl_algo algo, uint64_t start, uint6
         len += snprintf(args + len, sizeof args - (size_t)len, ",\"peer\":%d", c->root);
     if (has_algo(c))
         len += snprintf(args + len, sizeof args - (size_t)len, ",\"algorithm\":\"%s\"", occl_algo_name(algo));
-    snprintf(args + len, sizeof args - (size_t)len, ",\"nranks\":%d,\"rank\":%d,\"comm\":\"%016llx\"}",
-             c->comm->nranks, c->comm->rank, (unsigned long long)c->comm->id);
+    snprintf(args + len, sizeof args - (size_t)len, ",\"nranks\":%d,\"rank\":%d}", c->comm->nranks,
+             c->comm->rank);
     char name[64];
     snprintf(name, sizeof name, "occl %s", occl_coll_name(c->coll));
     or_trace_stream_slice(c->stream, name, "collective", start, end, args);

@@ -14,7 +14,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-check=${srcdir:-..}/tests/tools/check_trace.py
+check="$(dirname "$0")/../tools/check_trace.py"
 run() { # THREADS TRACE OUT
     timeout --kill-after=10 300 mpiexec -n 4 env OPENREG_TIME=virtual OPENREG_DEVICE_PROFILE=a100 \
         OPENREG_DEVICES=1 OPENREG_DEVICE_MEM=128M OCCL_ALGO=ring OCCL_TIMEOUT_MS=120000 \

@@ -10,7 +10,9 @@
  *   broadcast           (n - 2 + S / C) (alpha + C / beta), C = 4 MiB chunks
  * Each is timed with events recorded around it on its stream (so an event
  * recorded after a collective must wait for it) and compared within 1% on
- * every rank (the broadcast: the chain's last rank). Then: a late rank
+ * every rank (the broadcast: the chain's last rank), and Reduce's chain
+ *   reduce (chain)      (n - 2 + S / K) (alpha + K / beta), K = S/4 here
+ * on its root. Then: a late rank
  * delays everyone (all ranks end at the late entry plus the cost), a
  * second stream waiting on the event after a collective starts at its end,
  * every other collective and algorithm costs at least one hop, and results
@@ -26,6 +28,7 @@
 
 #include "mpitest.h"
 #include "occl.h"
+#include "runtime_ext.h"
 
 #define CHECK_OCCL(call)                                                                   \
     do {                                                                                   \
@@ -176,14 +179,26 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < count; i += 4093)
         CHECK(host[i] == (float)i);
 
+    /* Reduce's chain (to root 1), from a common start: every stream is first
+     * moved to the latest rank's clock (the broadcast's root ended first). Its
+     * chunk is a quarter of the buffer here (1-16 MiB): S/K = 4 chunks
+     * pipelined over n-1 links. */
+    CHECK_OR(orEventRecord(ea, s));
+    CHECK_OR(orEventSynchronize(ea));
+    long long here = now_of(ea), latest;
+    MPI_Allreduce(&here, &latest, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (!wall)
+        CHECK_OR(or_stream_advance_vclock(s, (uint64_t)latest, 0, NULL));
+    TIME(t, occlReduce(send, recv, count, occlFloat, occlSum, 1 % n, comm, s));
+    double K = (double)S / 4;
+    expect("reduce chain (root)", t, (n - 2 + (double)S / K) * hop(K), 1 % n);
+
     /* Everything else costs at least one hop and is timed the same way. */
     struct {
         const char *name;
         long long t;
     } other[8];
     int k = 0;
-    other[k].name = "reduce";
-    TIME(other[k++].t, occlReduce(send, recv, count, occlFloat, occlSum, 1 % n, comm, s));
     other[k].name = "alltoall";
     TIME(other[k++].t, occlAlltoAll(send, recv, block / (size_t)n, occlFloat, comm, s));
     other[k].name = "gather";

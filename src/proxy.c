@@ -9,8 +9,8 @@
  *              and cancels it if the owner refuses.
  *   PUT eager  req, data         -> reply {status}, once the data is in place
  *   PUT        req -> reply {status}; if ok: data -> reply {status}
- * Replies and data carry tags derived from the requester's id, so several
- * requests between the same two ranks can be in flight at once.
+ * Replies and data carry tags derived from the requester's request number,
+ * so several requests between the same two ranks can be in flight at once.
  *
  * Polls are cheap in MPI calls: one MPI_Testsome covers the posted request
  * receives and every transfer in flight. That matters because each MPI call
@@ -37,7 +37,17 @@
 #define OR_PROXY_ONE_NODE_SLEEP_US 2000
 #define N_INCOMING 4 /* request receives kept posted */
 
-enum { TAG_REQ = 1, TAG_REPLY_BASE = 0x100, TAG_DATA_BASE = 0x4000, ID_MASK = 0x1fff };
+/* Tags stay below 32768, the least MPI_TAG_UB MPI allows. Read data (owner
+ * to requester) and written data (requester to owner) have tag ranges of
+ * their own: both flow from rank a to rank b, one numbered by b's requests,
+ * the other by a's, and the two numberings overlap. */
+enum {
+    TAG_REQ = 1,
+    TAG_REPLY_BASE = 0x100,
+    TAG_GET_DATA_BASE = 0x4000,
+    TAG_PUT_DATA_BASE = 0x6000,
+    ID_MASK = 0x1fff
+};
 enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_EAGER }; /* wire[] slots */
 _Static_assert(W_EAGER + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
 
@@ -68,7 +78,11 @@ static struct {
 bool or_proxy_running(void) { return px.running; }
 
 static int reply_tag(uint32_t id) { return TAG_REPLY_BASE + (int)(id & ID_MASK); }
-static int data_tag(uint32_t id) { return TAG_DATA_BASE + (int)(id & ID_MASK); }
+static int data_tag(const or_proxy_req *r)
+{
+    return (r->kind == OR_PROXY_GET ? TAG_GET_DATA_BASE : TAG_PUT_DATA_BASE) +
+           (int)(r->id & ID_MASK);
+}
 
 /* Record an MPI post in r's next slot; a refused post fails r. */
 static void posted(or_proxy_req *r, int rc)
@@ -138,11 +152,11 @@ static void start_local(or_proxy_req *r)
      * queue: the reply, and for a read the data itself. */
     post_reply_recv(r);
     if (r->kind == OR_PROXY_GET)
-        post_data(r, r->local, r->length, data_tag(r->id), false);
+        post_data(r, r->local, r->length, data_tag(r), false);
     posted(r, MPI_Isend(r->wire, OR_PROXY_WIRE_WORDS, MPI_UINT64_T, r->peer, TAG_REQ, or_cl.comm,
                         &r->mpi[r->nmpi]));
     if (eager_put(r))
-        post_data(r, r->local, r->length, data_tag(r->id), true);
+        post_data(r, r->local, r->length, data_tag(r), true);
 }
 
 /* A refused read: its data will never come, so stop waiting for it. */
@@ -171,7 +185,7 @@ static bool advance_local(or_proxy_req *r)
         r->phase = PHASE_CONFIRM;
         r->nmpi = 0;
         post_reply_recv(r);
-        post_data(r, r->local, r->length, data_tag(r->id), true);
+        post_data(r, r->local, r->length, data_tag(r), true);
         return false;
     }
     return true;
@@ -217,11 +231,11 @@ static void start_serving(const uint64_t *wire, int source)
         if (!into)
             OR_WARN("proxy", "out of memory draining a refused write of rank %d", source);
         else
-            post_data(r, into, r->length, data_tag(r->id), false);
+            post_data(r, into, r->length, data_tag(r), false);
     } else {
         send_reply(r, r->status, size);
         if (r->status == orSuccess && r->kind != OR_PROXY_VALIDATE)
-            post_data(r, r->target, r->length, data_tag(r->id), r->kind == OR_PROXY_GET);
+            post_data(r, r->target, r->length, data_tag(r), r->kind == OR_PROXY_GET);
     }
     r->next = px.active;
     px.active = r;

@@ -50,6 +50,8 @@ enum {
 };
 enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_EAGER }; /* wire[] slots */
 _Static_assert(W_EAGER + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
+/* A request's MPI slots: a reply, the header, and every chunk of its data. */
+_Static_assert(OR_PROXY_MAX_BYTES / OR_PROXY_CHUNK + 2 <= OR_PROXY_MAX_MPI, "request slots");
 
 /* Serving phases; a local request is in phase 1 until its last round trip. */
 enum { PHASE_FIRST = 1, PHASE_CONFIRM = 2 };

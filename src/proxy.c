@@ -7,6 +7,8 @@
  *   GET        req               -> reply {status}; then, if ok, the data.
  *              The requester posts the receive of the data with its request
  *              and cancels it if the owner refuses.
+ *   PUT inline req+data          -> reply {status}, once the data is in place
+ *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself)
  *   PUT eager  req, data         -> reply {status}, once the data is in place
  *   PUT        req -> reply {status}; if ok: data -> reply {status}
  * Replies and data carry tags derived from the requester's request number,
@@ -48,8 +50,12 @@ enum {
     TAG_PUT_DATA_BASE = 0x6000,
     ID_MASK = 0x1fff
 };
-enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_EAGER }; /* wire[] slots */
-_Static_assert(W_EAGER + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
+enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_MODE }; /* wire[] slots */
+_Static_assert(W_MODE + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
+/* How a write's bytes travel (W_MODE). */
+enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2 };
+#define WIRE_BYTES (OR_PROXY_WIRE_WORDS * sizeof(uint64_t))
+#define INCOMING_BYTES (WIRE_BYTES + OR_PROXY_INLINE_PUT) /* a request receive's buffer */
 /* A request's MPI slots: a reply, the header, and every chunk of its data. */
 _Static_assert(OR_PROXY_MAX_BYTES / OR_PROXY_CHUNK + 2 <= OR_PROXY_MAX_MPI, "request slots");
 
@@ -65,7 +71,7 @@ static struct {
     uint32_t next_id;
     or_proxy_req *active;
     /* The request receives, posted while running. */
-    uint64_t incoming[N_INCOMING][OR_PROXY_WIRE_WORDS];
+    unsigned char *incoming[N_INCOMING]; /* INCOMING_BYTES each */
     MPI_Request incoming_req[N_INCOMING];
     bool peer_failed; /* warned once: serving has stopped */
     /* What one MPI_Testsome tests: flat[i] belongs to owner[i] (NULL: the
@@ -131,9 +137,11 @@ static bool in_flight(const or_proxy_req *r)
 
 /* ---- this rank's requests ------------------------------------------------ */
 
-static bool eager_put(const or_proxy_req *r)
+static int put_mode(const or_proxy_req *r)
 {
-    return r->kind == OR_PROXY_PUT && r->length <= OR_PROXY_EAGER_PUT;
+    if (r->kind != OR_PROXY_PUT || r->length > OR_PROXY_EAGER_PUT)
+        return MODE_PLAIN;
+    return r->length <= OR_PROXY_INLINE_PUT ? MODE_INLINE : MODE_EAGER;
 }
 
 static void start_local(or_proxy_req *r)
@@ -143,21 +151,39 @@ static void start_local(or_proxy_req *r)
     r->nmpi = 0;
     r->status = orSuccess;
     r->failed = r->cancelled = false;
+    r->scratch = NULL;
     r->wire[W_KIND] = (uint64_t)r->kind;
     r->wire[W_ID] = r->id;
     r->wire[W_DEVICE] = (uint64_t)r->device;
     r->wire[W_OFFSET] = r->offset;
     r->wire[W_LENGTH] = r->length;
     r->wire[W_ALLOC] = r->alloc_id;
-    r->wire[W_EAGER] = eager_put(r);
+    int mode = put_mode(r);
+    void *msg = r->wire;
+    size_t bytes = WIRE_BYTES;
+    if (mode == MODE_INLINE) {
+        /* One message: the request, then the bytes (read from local memory
+         * inside the strict-mode window the stream opened for this copy). */
+        r->scratch = malloc(WIRE_BYTES + r->length);
+        if (r->scratch) {
+            msg = r->scratch;
+            bytes = WIRE_BYTES + r->length;
+        } else {
+            mode = MODE_EAGER;
+        }
+    }
+    r->wire[W_MODE] = (uint64_t)mode;
+    if (msg != r->wire) {
+        memcpy(msg, r->wire, WIRE_BYTES);
+        memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
+    }
     /* Receives first, so that the answer never waits in MPI's unexpected
      * queue: the reply, and for a read the data itself. */
     post_reply_recv(r);
     if (r->kind == OR_PROXY_GET)
         post_data(r, r->local, r->length, data_tag(r), false);
-    posted(r, MPI_Isend(r->wire, OR_PROXY_WIRE_WORDS, MPI_UINT64_T, r->peer, TAG_REQ, or_cl.comm,
-                        &r->mpi[r->nmpi]));
-    if (eager_put(r))
+    posted(r, MPI_Isend(msg, (int)bytes, MPI_BYTE, r->peer, TAG_REQ, or_cl.comm, &r->mpi[r->nmpi]));
+    if (mode == MODE_EAGER)
         post_data(r, r->local, r->length, data_tag(r), true);
 }
 
@@ -181,7 +207,7 @@ static bool advance_local(or_proxy_req *r)
     r->status = status;
     if (r->kind == OR_PROXY_VALIDATE)
         r->size = r->reply[1];
-    if (r->kind == OR_PROXY_PUT && !eager_put(r) && r->phase == PHASE_FIRST &&
+    if (r->kind == OR_PROXY_PUT && r->wire[W_MODE] == MODE_PLAIN && r->phase == PHASE_FIRST &&
         status == orSuccess) {
         /* The owner said go: the data, then its confirmation. */
         r->phase = PHASE_CONFIRM;
@@ -195,8 +221,11 @@ static bool advance_local(or_proxy_req *r)
 
 /* ---- other ranks' requests on our memory --------------------------------- */
 
-static void start_serving(const uint64_t *wire, int source)
+/* A request message of `bytes` (header, then inline bytes) from source. */
+static void start_serving(const unsigned char *msg, size_t bytes, int source)
 {
+    uint64_t wire[OR_PROXY_WIRE_WORDS];
+    memcpy(wire, msg, WIRE_BYTES);
     or_proxy_req *r = calloc(1, sizeof *r);
     if (!r) {
         /* Cannot even answer; the requester's own deadline is its only hope. */
@@ -210,15 +239,32 @@ static void start_serving(const uint64_t *wire, int source)
     r->peer = source;
     r->length = wire[W_LENGTH];
     r->phase = PHASE_FIRST;
-    bool eager = r->kind == OR_PROXY_PUT && wire[W_EAGER];
+    uint64_t mode = r->kind == OR_PROXY_PUT ? wire[W_MODE] : MODE_PLAIN;
+    bool eager = mode == MODE_EAGER;
     uint64_t size = 0;
     r->status = or_mem_resolve((int)wire[W_DEVICE], wire[W_OFFSET], r->length,
                                r->kind == OR_PROXY_VALIDATE ? wire[W_ALLOC] : 0, &r->target, &size);
     bool sane = (r->kind == OR_PROXY_VALIDATE || r->kind == OR_PROXY_GET ||
                  r->kind == OR_PROXY_PUT) &&
-                r->length <= (eager ? OR_PROXY_EAGER_PUT : OR_PROXY_MAX_BYTES);
+                (mode == MODE_PLAIN ? r->length <= OR_PROXY_MAX_BYTES
+                 : mode == MODE_EAGER ? r->length <= OR_PROXY_EAGER_PUT
+                 : mode == MODE_INLINE && bytes == WIRE_BYTES + r->length) &&
+                (mode == MODE_INLINE || bytes == WIRE_BYTES);
     if (!sane)
         r->status = orErrorInvalidValue;
+    if (mode == MODE_INLINE) {
+        /* The bytes came with the request: into place now, then the reply. */
+        if (r->status == orSuccess) {
+            or_strict_enter();
+            memcpy(r->target, msg + WIRE_BYTES, r->length);
+            or_strict_leave();
+        }
+        r->phase = PHASE_CONFIRM;
+        send_reply(r, r->status, 0);
+        r->next = px.active;
+        px.active = r;
+        return;
+    }
     if (r->kind != OR_PROXY_VALIDATE && r->status == orSuccess) {
         or_strict_enter(); /* our memory is read or written until the data completes */
         r->strict = true;
@@ -250,7 +296,7 @@ static bool advance_serving(or_proxy_req *r)
     if (r->strict)
         or_strict_leave();
     r->strict = false;
-    if (r->kind == OR_PROXY_PUT && (r->wire[W_EAGER] || r->status == orSuccess)) {
+    if (r->kind == OR_PROXY_PUT && (r->wire[W_MODE] == MODE_EAGER || r->status == orSuccess)) {
         /* Tell the writer its bytes are in place (or were refused). */
         free(r->scratch);
         r->scratch = NULL;
@@ -265,6 +311,8 @@ static bool advance_serving(or_proxy_req *r)
 static void finish(or_proxy_req *r)
 {
     if (!r->serving) {
+        free(r->scratch); /* an inline write's message */
+        r->scratch = NULL;
         r->done(r);
         return;
     }
@@ -278,7 +326,7 @@ static void finish(or_proxy_req *r)
 
 static void post_incoming(int k)
 {
-    if (MPI_Irecv(px.incoming[k], OR_PROXY_WIRE_WORDS, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_REQ,
+    if (MPI_Irecv(px.incoming[k], (int)INCOMING_BYTES, MPI_BYTE, MPI_ANY_SOURCE, TAG_REQ,
                   or_cl.comm, &px.incoming_req[k]) != MPI_SUCCESS)
         px.incoming_req[k] = MPI_REQUEST_NULL;
 }
@@ -311,8 +359,8 @@ static bool grow_flat(int n)
     return true;
 }
 
-/* flat[i] completed (failed: with an error); source: of a request. */
-static void completed(int i, bool failed, int source)
+/* flat[i] completed (failed: with an error); st: its status. */
+static void completed(int i, bool failed, MPI_Status *st)
 {
     or_proxy_req *r = px.owner[i];
     int k = px.slot[i];
@@ -331,7 +379,13 @@ static void completed(int i, bool failed, int source)
         px.peer_failed = true;
         return;
     }
-    start_serving(px.incoming[k], source);
+    int bytes = 0;
+    MPI_Get_count(st, MPI_BYTE, &bytes);
+    if (bytes >= (int)WIRE_BYTES)
+        start_serving(px.incoming[k], (size_t)bytes, st->MPI_SOURCE);
+    else
+        OR_WARN("proxy", "rank %d: dropped a malformed request of rank %d", or_cl.rank,
+                st->MPI_SOURCE);
     post_incoming(k);
 }
 
@@ -364,7 +418,7 @@ static int test_all(void)
         for (int j = 0; j < count; j++)
             completed(px.indices[j],
                       rc == MPI_ERR_IN_STATUS && px.statuses[j].MPI_ERROR != MPI_SUCCESS,
-                      px.statuses[j].MPI_SOURCE);
+                      &px.statuses[j]);
         return count;
     }
     /* The call as a whole failed: find out request by request. */
@@ -375,7 +429,7 @@ static int test_all(void)
             continue;
         bool failed = MPI_Test(&px.flat[i], &flag, &px.statuses[0]) != MPI_SUCCESS;
         if (flag || failed) {
-            completed(i, failed, px.statuses[0].MPI_SOURCE);
+            completed(i, failed, &px.statuses[0]);
             count++;
         }
     }
@@ -460,8 +514,13 @@ static void *proxy_main(void *arg)
      * its default slack of 50 us. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 #endif
-    for (int k = 0; k < N_INCOMING; k++)
-        post_incoming(k);
+    for (int k = 0; k < N_INCOMING; k++) {
+        px.incoming[k] = malloc(INCOMING_BYTES);
+        if (px.incoming[k])
+            post_incoming(k);
+        else
+            px.incoming_req[k] = MPI_REQUEST_NULL; /* serve with fewer receives */
+    }
     MPI_Request stop_barrier = MPI_REQUEST_NULL;
     uint64_t stop_deadline = 0, last_progress = or_now_ns();
     for (;;) {
@@ -496,6 +555,10 @@ static void *proxy_main(void *arg)
             MPI_Cancel(&px.incoming_req[k]);
             MPI_Wait(&px.incoming_req[k], MPI_STATUS_IGNORE);
         }
+    for (int k = 0; k < N_INCOMING; k++) {
+        free(px.incoming[k]);
+        px.incoming[k] = NULL;
+    }
     free(px.flat);
     free(px.owner);
     free(px.slot);

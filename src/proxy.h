@@ -31,6 +31,11 @@
 #define OR_PROXY_MAX_MPI 20 /* request slots: headers plus the payload's chunks */
 /* Largest payload of one request; longer copies are split into several. */
 #define OR_PROXY_MAX_BYTES (OR_PROXY_CHUNK * 16)
+/* A write up to this size travels inside its request message: the owner
+ * copies it into place from the request receive, one message less and, more
+ * to the point, fewer MPI calls on the owner, whose MPI lock an application
+ * thread spinning in MPI may hold. */
+#define OR_PROXY_INLINE_PUT ((uint64_t)64 << 10)
 /* A write up to this size travels right behind its request, without waiting
  * for the owner's go-ahead: the owner drains it into a scratch buffer if it
  * refuses the copy. Larger writes wait for the go-ahead (one round trip more,
@@ -71,7 +76,8 @@ struct or_proxy_req {
     bool cancelled; /* GET refused: the data receives were cancelled */
     bool strict;    /* serving: holds a strict-mode window on our memory */
     void *target;   /* serving: our memory the request names */
-    void *scratch;  /* serving: drain of an eager write we refused */
+    void *scratch;  /* serving: drain of an eager write we refused;
+                     * local: an inline write's request message */
     uint64_t wire[OR_PROXY_WIRE_WORDS]; /* the request as sent or received */
     uint64_t reply[2];
     MPI_Request mpi[OR_PROXY_MAX_MPI];

@@ -1,125 +1,231 @@
 /*
  * src/proxy.c - the proxy thread and its small protocol over MPI.
  *
- * Every rank keeps one receive posted for requests (TAG_REQ, any source).
- *   VALIDATE  req -> reply {status, size}
- *   GET       req -> reply {status}; then, if ok, the data
- *   PUT       req -> reply {status}; then, if ok, the data -> reply {status}
- * Replies and data carry tags derived from the requester's id, so several
- * requests between the same two ranks can be in flight at once.
+ * Every rank keeps a few receives posted for requests (TAG_REQ, any source).
+ * Every request takes one round trip, except a large write, which takes two:
+ *   VALIDATE   req               -> reply {status, size}
+ *   GET        req               -> reply {status}; then, if ok, the data.
+ *              The requester posts the receive of the data with its request
+ *              and cancels it if the owner refuses.
+ *   PUT inline req+data          -> reply {status}, once the data is in place
+ *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself)
+ *   PUT eager  req, data         -> reply {status}, once the data is in place
+ *   PUT        req -> reply {status}; if ok: data -> reply {status}
+ * Replies and data carry tags derived from the requester's request number,
+ * so several requests between the same two ranks can be in flight at once.
+ *
+ * Polls are cheap in MPI calls: one MPI_Testsome covers the posted request
+ * receives and every transfer in flight. That matters because each MPI call
+ * takes MPI's lock, and an application thread waiting in a blocking MPI call
+ * (MPICH's MPI_Barrier spins) holds it nearly all the time.
  */
 #include "proxy.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 #define OR_PROXY_STOP_TIMEOUT_NS (30ull * 1000000000ull)
+/* An idle proxy of a one-node job only ever answers handle validations of
+ * the node's other ranks: it may sleep longer between polls. */
+#define OR_PROXY_ONE_NODE_SLEEP_US 2000
+#define N_INCOMING 4 /* request receives kept posted */
 
-enum { TAG_REQ = 1, TAG_REPLY_BASE = 0x100, TAG_DATA_BASE = 0x4000, ID_MASK = 0x1fff };
-enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC }; /* wire[] slots */
+/* Tags stay below 32768, the least MPI_TAG_UB MPI allows. Read data (owner
+ * to requester) and written data (requester to owner) have tag ranges of
+ * their own: both flow from rank a to rank b, one numbered by b's requests,
+ * the other by a's, and the two numberings overlap. */
+enum {
+    TAG_REQ = 1,
+    TAG_REPLY_BASE = 0x100,
+    TAG_GET_DATA_BASE = 0x4000,
+    TAG_PUT_DATA_BASE = 0x6000,
+    ID_MASK = 0x1fff
+};
+enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_MODE }; /* wire[] slots */
+_Static_assert(W_MODE + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
+/* How a write's bytes travel (W_MODE). */
+enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2 };
+#define WIRE_BYTES (OR_PROXY_WIRE_WORDS * sizeof(uint64_t))
+#define INCOMING_BYTES (WIRE_BYTES + OR_PROXY_INLINE_PUT) /* a request receive's buffer */
+/* A request's MPI slots: a reply, the header, and every chunk of its data. */
+_Static_assert(OR_PROXY_MAX_BYTES / OR_PROXY_CHUNK + 2 <= OR_PROXY_MAX_MPI, "request slots");
+
+/* Serving phases; a local request is in phase 1 until its last round trip. */
+enum { PHASE_FIRST = 1, PHASE_CONFIRM = 2 };
 
 static struct {
     pthread_t thread;
     bool running;
     _Atomic bool stop_requested;
-    pthread_mutex_t lock; /* guards submitted */
-    or_proxy_req *submitted;
+    _Atomic(or_proxy_req *) submitted; /* lock-free stack, newest first */
     or_notifier wake;
     uint32_t next_id;
     or_proxy_req *active;
-    /* The request receive, always posted while running. */
-    uint64_t incoming[6];
-    MPI_Request incoming_req;
-    MPI_Status incoming_status;
-} px = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    /* The request receives, posted while running. */
+    unsigned char *incoming[N_INCOMING]; /* INCOMING_BYTES each */
+    MPI_Request incoming_req[N_INCOMING];
+    bool peer_failed; /* warned once: serving has stopped */
+    /* What one MPI_Testsome tests: flat[i] belongs to owner[i] (NULL: the
+     * request receive incoming_req[slot[i]]) at owner[i]->mpi[slot[i]]. */
+    MPI_Request *flat;
+    or_proxy_req **owner;
+    int *slot, *indices;
+    MPI_Status *statuses;
+    int cap;
+} px;
 
 bool or_proxy_running(void) { return px.running; }
 
 static int reply_tag(uint32_t id) { return TAG_REPLY_BASE + (int)(id & ID_MASK); }
-static int data_tag(uint32_t id) { return TAG_DATA_BASE + (int)(id & ID_MASK); }
+static int data_tag(const or_proxy_req *r)
+{
+    return (r->kind == OR_PROXY_GET ? TAG_GET_DATA_BASE : TAG_PUT_DATA_BASE) +
+           (int)(r->id & ID_MASK);
+}
+
+/* Record an MPI post in r's next slot; a refused post fails r. */
+static void posted(or_proxy_req *r, int rc)
+{
+    if (rc != MPI_SUCCESS) {
+        r->mpi[r->nmpi] = MPI_REQUEST_NULL;
+        r->failed = true;
+    }
+    r->nmpi++;
+}
 
 /* Post the payload of [buf, buf+len) in chunks; send or receive. */
-static void post_data(or_proxy_req *r, void *buf, uint64_t len, int peer, int tag, bool send)
+static void post_data(or_proxy_req *r, void *buf, uint64_t len, int tag, bool send)
 {
     for (uint64_t done = 0; done < len && r->nmpi < OR_PROXY_MAX_MPI; done += OR_PROXY_CHUNK) {
         int n = (int)(len - done < OR_PROXY_CHUNK ? len - done : OR_PROXY_CHUNK);
-        if (send)
-            MPI_Isend((char *)buf + done, n, MPI_BYTE, peer, tag, or_cl.comm, &r->mpi[r->nmpi++]);
-        else
-            MPI_Irecv((char *)buf + done, n, MPI_BYTE, peer, tag, or_cl.comm, &r->mpi[r->nmpi++]);
+        MPI_Request *slot = &r->mpi[r->nmpi];
+        posted(r, send ? MPI_Isend((char *)buf + done, n, MPI_BYTE, r->peer, tag, or_cl.comm, slot)
+                       : MPI_Irecv((char *)buf + done, n, MPI_BYTE, r->peer, tag, or_cl.comm, slot));
     }
 }
 
 static void post_reply_recv(or_proxy_req *r)
 {
-    MPI_Irecv(r->reply, 2, MPI_UINT64_T, r->peer, reply_tag(r->id), or_cl.comm, &r->mpi[r->nmpi++]);
+    posted(r, MPI_Irecv(r->reply, 2, MPI_UINT64_T, r->peer, reply_tag(r->id), or_cl.comm,
+                        &r->mpi[r->nmpi]));
 }
 
 static void send_reply(or_proxy_req *r, orError_t status, uint64_t size)
 {
     r->reply[0] = (uint64_t)status;
     r->reply[1] = size;
-    MPI_Isend(r->reply, 2, MPI_UINT64_T, r->peer, reply_tag(r->id), or_cl.comm,
-              &r->mpi[r->nmpi++]);
+    posted(r, MPI_Isend(r->reply, 2, MPI_UINT64_T, r->peer, reply_tag(r->id), or_cl.comm,
+                        &r->mpi[r->nmpi]));
+}
+
+static bool in_flight(const or_proxy_req *r)
+{
+    for (int i = 0; i < r->nmpi; i++)
+        if (r->mpi[i] != MPI_REQUEST_NULL)
+            return true;
+    return false;
 }
 
 /* ---- this rank's requests ------------------------------------------------ */
 
+static int put_mode(const or_proxy_req *r)
+{
+    if (r->kind != OR_PROXY_PUT || r->length > OR_PROXY_EAGER_PUT)
+        return MODE_PLAIN;
+    return r->length <= OR_PROXY_INLINE_PUT ? MODE_INLINE : MODE_EAGER;
+}
+
 static void start_local(or_proxy_req *r)
 {
     r->id = px.next_id++;
-    r->phase = 0;
+    r->phase = PHASE_FIRST;
     r->nmpi = 0;
     r->status = orSuccess;
+    r->failed = r->cancelled = false;
+    r->scratch = NULL;
     r->wire[W_KIND] = (uint64_t)r->kind;
     r->wire[W_ID] = r->id;
     r->wire[W_DEVICE] = (uint64_t)r->device;
     r->wire[W_OFFSET] = r->offset;
     r->wire[W_LENGTH] = r->length;
     r->wire[W_ALLOC] = r->alloc_id;
-    MPI_Isend(r->wire, 6, MPI_UINT64_T, r->peer, TAG_REQ, or_cl.comm, &r->mpi[r->nmpi++]);
+    int mode = put_mode(r);
+    void *msg = r->wire;
+    size_t bytes = WIRE_BYTES;
+    if (mode == MODE_INLINE) {
+        /* One message: the request, then the bytes (read from local memory
+         * inside the strict-mode window the stream opened for this copy). */
+        r->scratch = malloc(WIRE_BYTES + r->length);
+        if (r->scratch) {
+            msg = r->scratch;
+            bytes = WIRE_BYTES + r->length;
+        } else {
+            mode = MODE_EAGER;
+        }
+    }
+    r->wire[W_MODE] = (uint64_t)mode;
+    if (msg != r->wire) {
+        memcpy(msg, r->wire, WIRE_BYTES);
+        memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
+    }
+    /* Receives first, so that the answer never waits in MPI's unexpected
+     * queue: the reply, and for a read the data itself. */
     post_reply_recv(r);
+    if (r->kind == OR_PROXY_GET)
+        post_data(r, r->local, r->length, data_tag(r), false);
+    posted(r, MPI_Isend(msg, (int)bytes, MPI_BYTE, r->peer, TAG_REQ, or_cl.comm, &r->mpi[r->nmpi]));
+    if (mode == MODE_EAGER)
+        post_data(r, r->local, r->length, data_tag(r), true);
 }
 
-/* All MPI requests of r completed: next phase, or true when r is finished. */
+/* A refused read: its data will never come, so stop waiting for it. */
+static void cancel_refused_get(or_proxy_req *r)
+{
+    if (r->serving || r->kind != OR_PROXY_GET || r->cancelled || r->mpi[0] != MPI_REQUEST_NULL ||
+        (orError_t)r->reply[0] == orSuccess)
+        return;
+    r->cancelled = true;
+    for (int i = 1; i < r->nmpi; i++)
+        if (r->mpi[i] != MPI_REQUEST_NULL)
+            MPI_Cancel(&r->mpi[i]);
+}
+
+/* Every MPI request of r completed: next round trip, or true when r is
+ * finished. */
 static bool advance_local(or_proxy_req *r)
 {
-    r->nmpi = 0;
     orError_t status = (orError_t)r->reply[0];
-    switch (r->kind) {
-    case OR_PROXY_VALIDATE:
-        r->status = status;
+    r->status = status;
+    if (r->kind == OR_PROXY_VALIDATE)
         r->size = r->reply[1];
-        return true;
-    case OR_PROXY_GET:
-        if (r->phase++ == 0 && status == orSuccess) {
-            post_data(r, r->local, r->length, r->peer, data_tag(r->id), false);
-            return false;
-        }
-        if (r->phase == 1)
-            r->status = status;
-        return true;
-    case OR_PROXY_PUT:
-        if (r->phase++ == 0 && status == orSuccess) {
-            post_data(r, r->local, r->length, r->peer, data_tag(r->id), true);
-            post_reply_recv(r);
-            return false;
-        }
-        r->status = status;
-        return true;
+    if (r->kind == OR_PROXY_PUT && r->wire[W_MODE] == MODE_PLAIN && r->phase == PHASE_FIRST &&
+        status == orSuccess) {
+        /* The owner said go: the data, then its confirmation. */
+        r->phase = PHASE_CONFIRM;
+        r->nmpi = 0;
+        post_reply_recv(r);
+        post_data(r, r->local, r->length, data_tag(r), true);
+        return false;
     }
     return true;
 }
 
 /* ---- other ranks' requests on our memory --------------------------------- */
 
-static void start_serving(const uint64_t *wire, int source)
+/* A request message of `bytes` (header, then inline bytes) from source. */
+static void start_serving(const unsigned char *msg, size_t bytes, int source)
 {
+    uint64_t wire[OR_PROXY_WIRE_WORDS];
+    memcpy(wire, msg, WIRE_BYTES);
     or_proxy_req *r = calloc(1, sizeof *r);
     if (!r) {
         /* Cannot even answer; the requester's own deadline is its only hope. */
@@ -131,126 +237,294 @@ static void start_serving(const uint64_t *wire, int source)
     r->kind = (or_proxy_kind)wire[W_KIND];
     r->id = (uint32_t)wire[W_ID];
     r->peer = source;
+    r->length = wire[W_LENGTH];
+    r->phase = PHASE_FIRST;
+    uint64_t mode = r->kind == OR_PROXY_PUT ? wire[W_MODE] : MODE_PLAIN;
+    bool eager = mode == MODE_EAGER;
     uint64_t size = 0;
-    orError_t status = or_mem_resolve(
-        (int)wire[W_DEVICE], wire[W_OFFSET], wire[W_LENGTH],
-        r->kind == OR_PROXY_VALIDATE ? wire[W_ALLOC] : 0, &r->target, &size);
-    if ((r->kind != OR_PROXY_VALIDATE && r->kind != OR_PROXY_GET && r->kind != OR_PROXY_PUT) ||
-        wire[W_LENGTH] > OR_PROXY_MAX_BYTES)
-        status = orErrorInvalidValue;
-    send_reply(r, status, size);
-    if (status == orSuccess && r->kind != OR_PROXY_VALIDATE) {
+    r->status = or_mem_resolve((int)wire[W_DEVICE], wire[W_OFFSET], r->length,
+                               r->kind == OR_PROXY_VALIDATE ? wire[W_ALLOC] : 0, &r->target, &size);
+    bool sane = (r->kind == OR_PROXY_VALIDATE || r->kind == OR_PROXY_GET ||
+                 r->kind == OR_PROXY_PUT) &&
+                (mode == MODE_PLAIN ? r->length <= OR_PROXY_MAX_BYTES
+                 : mode == MODE_EAGER ? r->length <= OR_PROXY_EAGER_PUT
+                 : mode == MODE_INLINE && bytes == WIRE_BYTES + r->length) &&
+                (mode == MODE_INLINE || bytes == WIRE_BYTES);
+    if (!sane)
+        r->status = orErrorInvalidValue;
+    if (mode == MODE_INLINE) {
+        /* The bytes came with the request: into place now, then the reply. */
+        if (r->status == orSuccess) {
+            or_strict_enter();
+            memcpy(r->target, msg + WIRE_BYTES, r->length);
+            or_strict_leave();
+        }
+        r->phase = PHASE_CONFIRM;
+        send_reply(r, r->status, 0);
+        r->next = px.active;
+        px.active = r;
+        return;
+    }
+    if (r->kind != OR_PROXY_VALIDATE && r->status == orSuccess) {
         or_strict_enter(); /* our memory is read or written until the data completes */
-        post_data(r, r->target, wire[W_LENGTH], source, data_tag(r->id), r->kind == OR_PROXY_GET);
-        r->phase = 1;
+        r->strict = true;
+    }
+
+    if (eager && sane) {
+        /* The bytes are on their way already: into place, or, refused,
+         * into a scratch buffer; the reply follows once they are in. */
+        void *into = r->target;
+        if (r->status != orSuccess)
+            into = r->scratch = malloc(r->length ? r->length : 1);
+        if (!into)
+            OR_WARN("proxy", "out of memory draining a refused write of rank %d", source);
+        else
+            post_data(r, into, r->length, data_tag(r), false);
+    } else {
+        send_reply(r, r->status, size);
+        if (r->status == orSuccess && r->kind != OR_PROXY_VALIDATE)
+            post_data(r, r->target, r->length, data_tag(r), r->kind == OR_PROXY_GET);
     }
     r->next = px.active;
     px.active = r;
 }
 
-static void or_strict_leave_if(bool cond)
-{
-    if (cond)
-        or_strict_leave();
-}
-
 static bool advance_serving(or_proxy_req *r)
 {
-    r->nmpi = 0;
-    if (r->phase == 1) {
+    if (r->phase != PHASE_FIRST)
+        return true;
+    if (r->strict)
         or_strict_leave();
-        if (r->kind == OR_PROXY_PUT) { /* tell the writer its bytes are in place */
-            r->phase = 2;
-            send_reply(r, orSuccess, 0);
-            return false;
-        }
+    r->strict = false;
+    if (r->kind == OR_PROXY_PUT && (r->wire[W_MODE] == MODE_EAGER || r->status == orSuccess)) {
+        /* Tell the writer its bytes are in place (or were refused). */
+        free(r->scratch);
+        r->scratch = NULL;
+        r->phase = PHASE_CONFIRM;
+        r->nmpi = 0;
+        send_reply(r, r->status, 0);
+        return false;
     }
     return true;
 }
 
-/* ---- the loop ------------------------------------------------------------ */
+static void finish(or_proxy_req *r)
+{
+    if (!r->serving) {
+        free(r->scratch); /* an inline write's message */
+        r->scratch = NULL;
+        r->done(r);
+        return;
+    }
+    if (r->strict)
+        or_strict_leave();
+    free(r->scratch);
+    free(r);
+}
+
+/* ---- the poll ------------------------------------------------------------ */
+
+static void post_incoming(int k)
+{
+    if (MPI_Irecv(px.incoming[k], (int)INCOMING_BYTES, MPI_BYTE, MPI_ANY_SOURCE, TAG_REQ,
+                  or_cl.comm, &px.incoming_req[k]) != MPI_SUCCESS)
+        px.incoming_req[k] = MPI_REQUEST_NULL;
+}
+
+static bool grow_flat(int n)
+{
+    if (n <= px.cap)
+        return true;
+    int cap = px.cap ? px.cap : 32;
+    while (cap < n)
+        cap *= 2;
+    MPI_Request *flat = realloc(px.flat, cap * sizeof *flat);
+    if (flat)
+        px.flat = flat;
+    or_proxy_req **owner = realloc(px.owner, cap * sizeof *owner);
+    if (owner)
+        px.owner = owner;
+    int *slot = realloc(px.slot, cap * sizeof *slot);
+    if (slot)
+        px.slot = slot;
+    int *indices = realloc(px.indices, cap * sizeof *indices);
+    if (indices)
+        px.indices = indices;
+    MPI_Status *statuses = realloc(px.statuses, cap * sizeof *statuses);
+    if (statuses)
+        px.statuses = statuses;
+    if (!flat || !owner || !slot || !indices || !statuses)
+        return false;
+    px.cap = cap;
+    return true;
+}
+
+/* flat[i] completed (failed: with an error); st: its status. */
+static void completed(int i, bool failed, MPI_Status *st)
+{
+    or_proxy_req *r = px.owner[i];
+    int k = px.slot[i];
+    if (r) {
+        r->mpi[k] = MPI_REQUEST_NULL;
+        r->failed |= failed;
+        return;
+    }
+    px.incoming_req[k] = MPI_REQUEST_NULL;
+    if (failed) {
+        /* A peer died: serving stops, this rank's own requests go on (and
+         * fail if they need the dead peer). */
+        if (!px.peer_failed)
+            OR_WARN("proxy", "rank %d: a peer failed; no longer serving remote requests",
+                    or_cl.rank);
+        px.peer_failed = true;
+        return;
+    }
+    int bytes = 0;
+    MPI_Get_count(st, MPI_BYTE, &bytes);
+    if (bytes >= (int)WIRE_BYTES)
+        start_serving(px.incoming[k], (size_t)bytes, st->MPI_SOURCE);
+    else
+        OR_WARN("proxy", "rank %d: dropped a malformed request of rank %d", or_cl.rank,
+                st->MPI_SOURCE);
+    post_incoming(k);
+}
+
+/* One MPI_Testsome over everything outstanding; returns how many completed. */
+static int test_all(void)
+{
+    int n = N_INCOMING;
+    for (or_proxy_req *r = px.active; r; r = r->next)
+        n += r->nmpi;
+    if (!grow_flat(n))
+        return 0; /* out of memory: try again next poll */
+    n = 0;
+    for (int k = 0; k < N_INCOMING; k++) {
+        px.flat[n] = px.incoming_req[k];
+        px.owner[n] = NULL;
+        px.slot[n++] = k;
+    }
+    for (or_proxy_req *r = px.active; r; r = r->next)
+        for (int i = 0; i < r->nmpi; i++)
+            if (r->mpi[i] != MPI_REQUEST_NULL) {
+                px.flat[n] = r->mpi[i];
+                px.owner[n] = r;
+                px.slot[n++] = i;
+            }
+    int count = 0;
+    int rc = MPI_Testsome(n, px.flat, &count, px.indices, px.statuses);
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) {
+        if (count == MPI_UNDEFINED)
+            return 0;
+        for (int j = 0; j < count; j++)
+            completed(px.indices[j],
+                      rc == MPI_ERR_IN_STATUS && px.statuses[j].MPI_ERROR != MPI_SUCCESS,
+                      &px.statuses[j]);
+        return count;
+    }
+    /* The call as a whole failed: find out request by request. */
+    count = 0;
+    for (int i = 0; i < n; i++) {
+        int flag = 0;
+        if (px.flat[i] == MPI_REQUEST_NULL)
+            continue;
+        bool failed = MPI_Test(&px.flat[i], &flag, &px.statuses[0]) != MPI_SUCCESS;
+        if (flag || failed) {
+            completed(i, failed, &px.statuses[0]);
+            count++;
+        }
+    }
+    return count;
+}
 
 static int progress(void)
 {
-    int progressed = 0, flag = 0;
-    while (px.incoming_req != MPI_REQUEST_NULL) {
-        if (MPI_Test(&px.incoming_req, &flag, &px.incoming_status) != MPI_SUCCESS) {
-            /* A peer died: serving stops, this rank's own requests go on
-             * (and fail if they need the dead peer). */
-            OR_WARN("proxy", "rank %d: a peer failed; no longer serving remote requests",
-                    or_cl.rank);
-            px.incoming_req = MPI_REQUEST_NULL;
-            break;
-        }
-        if (!flag)
-            break;
-        start_serving(px.incoming, px.incoming_status.MPI_SOURCE);
-        MPI_Irecv(px.incoming, 6, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_REQ, or_cl.comm,
-                  &px.incoming_req);
-        progressed++;
-    }
+    int progressed = test_all();
     for (or_proxy_req **pp = &px.active; *pp;) {
         or_proxy_req *r = *pp;
-        int done = 1;
-        MPI_Status statuses[OR_PROXY_MAX_MPI];
-        bool failed = r->nmpi && MPI_Testall(r->nmpi, r->mpi, &done, statuses) != MPI_SUCCESS;
-        if (!done && !failed) {
-            pp = &r->next;
-            continue;
-        }
-        progressed++;
-        bool finished = true;
-        if (failed) {
+        cancel_refused_get(r);
+        bool finished = r->failed;
+        if (r->failed && !r->serving)
             r->status = orErrorRemote;
-            if (r->serving)
-                or_strict_leave_if(r->phase == 1);
-        } else {
+        else if (!in_flight(r))
             finished = r->serving ? advance_serving(r) : advance_local(r);
-        }
         if (!finished) {
             pp = &r->next;
             continue;
         }
         *pp = r->next;
-        if (r->serving)
-            free(r);
-        else
-            r->done(r);
+        finish(r);
     }
     return progressed;
 }
 
 static bool take_submitted(void)
 {
-    pthread_mutex_lock(&px.lock);
-    or_proxy_req *list = px.submitted;
-    px.submitted = NULL;
-    pthread_mutex_unlock(&px.lock);
-    for (or_proxy_req *r = list, *next; r; r = next) {
-        next = r->next;
+    or_proxy_req *list = atomic_exchange(&px.submitted, NULL), *fifo = NULL;
+    while (list) { /* newest first: reverse, to start them in order */
+        or_proxy_req *next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    bool any = fifo != NULL;
+    while (fifo) {
+        or_proxy_req *r = fifo;
+        fifo = r->next;
         start_local(r);
         r->next = px.active;
         px.active = r;
     }
-    return list != NULL;
+    return any;
 }
 
-typedef struct {
-    uint32_t seen;
-} wake_wait;
+/* ---- the loop ------------------------------------------------------------ */
 
-static bool woken(void *arg)
+/* Sleep until a local submission bumps px.wake past seen, or ns pass. */
+static void sleep_on_wake(uint32_t seen, uint64_t ns)
 {
-    return atomic_load(&px.wake.seq) != ((wake_wait *)arg)->seen;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    atomic_fetch_add(&px.wake.waiters, 1);
+    syscall(SYS_futex, (uint32_t *)&px.wake.seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    atomic_fetch_sub(&px.wake.waiters, 1);
+}
+
+/* A poll found nothing. MPI cannot wake us when a message arrives, so the
+ * proxy polls: hot after progress (the rest of a burst, or the answer to a
+ * request, comes within microseconds), then ever sparser. */
+static void back_off(uint64_t idle_ns, uint32_t seen, bool stopping)
+{
+    if (idle_ns < OR_PROXY_HOT_US * 1000ull) {
+        sched_yield(); /* let whatever we wait for run on this core */
+        return;
+    }
+    uint64_t cap_us = px.active ? OR_PROXY_MAX_WAIT_US : OR_PROXY_MAX_SLEEP_US;
+    if (!px.active && !stopping && or_cl.nnodes == 1)
+        cap_us = OR_PROXY_ONE_NODE_SLEEP_US;
+    uint64_t ns = idle_ns / 8;
+    if (ns > cap_us * 1000)
+        ns = cap_us * 1000;
+    sleep_on_wake(seen, ns);
 }
 
 static void *proxy_main(void *arg)
 {
-    MPI_Irecv(px.incoming, 6, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_REQ, or_cl.comm, &px.incoming_req);
+    (void)arg;
+#ifdef PR_SET_TIMERSLACK
+    /* Sleeps of microseconds: without this the kernel may stretch each by
+     * its default slack of 50 us. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+#endif
+    for (int k = 0; k < N_INCOMING; k++) {
+        px.incoming[k] = malloc(INCOMING_BYTES);
+        if (px.incoming[k])
+            post_incoming(k);
+        else
+            px.incoming_req[k] = MPI_REQUEST_NULL; /* serve with fewer receives */
+    }
     MPI_Request stop_barrier = MPI_REQUEST_NULL;
-    uint64_t stop_deadline = 0;
-    unsigned idle = 0;
+    uint64_t stop_deadline = 0, last_progress = or_now_ns();
     for (;;) {
+        uint32_t seen = atomic_load(&px.wake.seq);
         int work = take_submitted();
         work += progress();
         if (stop_barrier == MPI_REQUEST_NULL && atomic_load(&px.stop_requested)) {
@@ -269,41 +543,32 @@ static void *proxy_main(void *arg)
                 break;
             }
         }
+        uint64_t now = or_now_ns();
         if (work) {
-            idle = 0;
+            last_progress = now;
             continue;
         }
-        /* Back off. A transfer in flight moves only while someone polls MPI,
-         * so then the proxy just yields its core between polls; idle, it
-         * spins a little, then sleeps ever longer (waking at once for a
-         * local submission). */
-        ++idle;
-        if (px.active) {
-            if (idle < 4096)
-                sched_yield();
-            else
-                or_wait(&px.wake, woken, &(wake_wait){atomic_load(&px.wake.seq)},
-                        or_now_ns() + 20000);
-            continue;
-        }
-        if (idle < 64) {
-            or_cpu_relax();
-            continue;
-        }
-        uint64_t sleep_us = (uint64_t)1 << ((idle - 64) / 16 < 8 ? (idle - 64) / 16 : 8);
-        if (sleep_us > OR_PROXY_MAX_SLEEP_US)
-            sleep_us = OR_PROXY_MAX_SLEEP_US;
-        /* Requests only come from other virtual nodes: in a one-node job an
-         * idle proxy sleeps until this rank submits something or stops. */
-        if (or_cl.nnodes == 1 && stop_barrier == MPI_REQUEST_NULL)
-            sleep_us = 1000000;
-        wake_wait w = {atomic_load(&px.wake.seq)};
-        or_wait(&px.wake, woken, &w, or_now_ns() + sleep_us * 1000);
+        back_off(now - last_progress, seen, stop_barrier != MPI_REQUEST_NULL);
     }
-    if (px.incoming_req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&px.incoming_req);
-        MPI_Wait(&px.incoming_req, MPI_STATUS_IGNORE);
+    for (int k = 0; k < N_INCOMING; k++)
+        if (px.incoming_req[k] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&px.incoming_req[k]);
+            MPI_Wait(&px.incoming_req[k], MPI_STATUS_IGNORE);
+        }
+    for (int k = 0; k < N_INCOMING; k++) {
+        free(px.incoming[k]);
+        px.incoming[k] = NULL;
     }
+    free(px.flat);
+    free(px.owner);
+    free(px.slot);
+    free(px.indices);
+    free(px.statuses);
+    px.flat = NULL;
+    px.owner = NULL;
+    px.slot = px.indices = NULL;
+    px.statuses = NULL;
+    px.cap = 0;
     return NULL;
 }
 
@@ -312,6 +577,7 @@ orError_t or_proxy_start(void)
     if (!or_cl.mpi || or_cl.nranks < 2 || px.running)
         return orSuccess;
     atomic_store(&px.stop_requested, false);
+    px.peer_failed = false;
     if (pthread_create(&px.thread, NULL, proxy_main, NULL))
         return orErrorInitialization;
     px.running = true;
@@ -330,10 +596,10 @@ void or_proxy_stop(void)
 
 void or_proxy_submit(or_proxy_req *req)
 {
-    pthread_mutex_lock(&px.lock);
-    req->next = px.submitted;
-    px.submitted = req;
-    pthread_mutex_unlock(&px.lock);
+    or_proxy_req *head = atomic_load(&px.submitted);
+    do
+        req->next = head;
+    while (!atomic_compare_exchange_weak(&px.submitted, &head, req));
     or_notifier_signal(&px.wake);
 }
 

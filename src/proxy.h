@@ -1,13 +1,19 @@
 /*
  * src/proxy.h - the rank's proxy thread: after start-up it is the only thread
- * that calls MPI. It serves other ranks' requests on this rank's device
- * memory (validate, get, put) and carries out this rank's requests on theirs.
+ * of the runtime that calls MPI. It serves other ranks' requests on this
+ * rank's device memory (validate, get, put) and carries out this rank's
+ * requests on theirs.
  *
  * MPI's blocking calls spin, and ranks outnumber cores, so the proxy only
- * uses non-blocking calls and backs off when idle: it spins briefly after
- * activity, then sleeps on its submission notifier with a growing timeout
- * (at most OR_PROXY_MAX_SLEEP_US) between polls of MPI. Only ranks of other
- * virtual nodes send requests, so in a one-node job it just sleeps.
+ * uses non-blocking calls, and tests everything it waits for with one
+ * MPI_Testsome per poll: under MPI_THREAD_MULTIPLE every MPI call takes
+ * MPI's lock, which an application thread spinning in a blocking call holds
+ * most of the time. Between polls it backs off: it yields its core for a
+ * short while after the last progress (the next request of a burst comes
+ * within microseconds), then sleeps on its submission notifier for a time
+ * that grows with the idle time, up to OR_PROXY_MAX_SLEEP_US (up to
+ * OR_PROXY_MAX_WAIT_US while a request of its own is in flight). Only ranks
+ * of other virtual nodes send requests, so in a one-node job it just sleeps.
  */
 #ifndef OR_PROXY_H
 #define OR_PROXY_H
@@ -25,13 +31,28 @@
 #define OR_PROXY_MAX_MPI 20 /* request slots: headers plus the payload's chunks */
 /* Largest payload of one request; longer copies are split into several. */
 #define OR_PROXY_MAX_BYTES (OR_PROXY_CHUNK * 16)
+/* A write up to this size travels inside its request message: the owner
+ * copies it into place from the request receive, one message less and, more
+ * to the point, fewer MPI calls on the owner, whose MPI lock an application
+ * thread spinning in MPI may hold. */
+#define OR_PROXY_INLINE_PUT ((uint64_t)64 << 10)
+/* A write up to this size travels right behind its request, without waiting
+ * for the owner's go-ahead: the owner drains it into a scratch buffer if it
+ * refuses the copy. Larger writes wait for the go-ahead (one round trip more,
+ * small next to the transfer itself). */
+#define OR_PROXY_EAGER_PUT ((uint64_t)1 << 20)
 
-#define OR_PROXY_MAX_SLEEP_US 200
+/* Back-off ladder of the proxy between polls that find nothing to do. */
+#define OR_PROXY_HOT_US 200      /* after progress: yield the core between polls */
+#define OR_PROXY_MAX_WAIT_US 50  /* then sleep at most this while waiting on a peer */
+#define OR_PROXY_MAX_SLEEP_US 200 /* or this when idle */
 
 typedef enum { OR_PROXY_VALIDATE = 1, OR_PROXY_GET = 2, OR_PROXY_PUT = 3 } or_proxy_kind;
 
 typedef struct or_proxy_req or_proxy_req;
 typedef void (*or_proxy_done_fn)(or_proxy_req *req);
+
+#define OR_PROXY_WIRE_WORDS 7
 
 struct or_proxy_req {
     or_proxy_kind kind;
@@ -50,12 +71,17 @@ struct or_proxy_req {
     or_proxy_req *next;
     uint32_t id;
     int phase;
-    bool serving; /* another rank's request on our memory */
-    void *target; /* serving: our memory the request names */
-    uint64_t wire[6]; /* the request as sent or received */
+    bool serving;   /* another rank's request on our memory */
+    bool failed;    /* an MPI request of it failed */
+    bool cancelled; /* GET refused: the data receives were cancelled */
+    bool strict;    /* serving: holds a strict-mode window on our memory */
+    void *target;   /* serving: our memory the request names */
+    void *scratch;  /* serving: drain of an eager write we refused;
+                     * local: an inline write's request message */
+    uint64_t wire[OR_PROXY_WIRE_WORDS]; /* the request as sent or received */
     uint64_t reply[2];
     MPI_Request mpi[OR_PROXY_MAX_MPI];
-    int nmpi;
+    int nmpi; /* slots in use; a completed one is MPI_REQUEST_NULL */
 };
 
 /* Start the proxy (only when the job has more than one rank). */

@@ -2,12 +2,14 @@
  * IPC handles that must be refused, and uses of opened memory that must be:
  * forged and corrupted handles, truncated ones, a handle of a freed
  * allocation, closing twice, copies past the end, kernels and memsets on
- * another node's memory. Run with 2 ranks, as one node or as two.
+ * another node's memory, copies another node's owner refuses (every size
+ * class of the proxies' protocol). Run with 2 ranks, as one node or as two.
  *
  *   ipc_errors                 the checks above
  *   ipc_errors --write FILE    rank 0 writes a handle to FILE and exits
  *   ipc_errors --open FILE     rank 0 opens FILE's handle: another job's
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpitest.h"
@@ -16,6 +18,67 @@ static void touch(const orKernelContext *ctx, void *args)
 {
     int *p = *(int **)args;
     p[0] = 1; /* never runs: the launch is refused */
+}
+
+/* Copies with another node that its owner refuses, of every size class of
+ * the proxies' protocol: a small write (its bytes travel with the request
+ * and the owner drains them), a write larger than 1 MiB (it waits for the
+ * owner's go-ahead), and reads of both sizes (the reader cancels the receive
+ * it posted for the data). Afterwards copies with the same owner still work
+ * and carry the right bytes. */
+static void refused_copies(int peer)
+{
+    enum { BIG = (2 << 20) + 4096 }; /* above the 1 MiB of an eager write */
+    char *host = malloc(BIG), *back = malloc(BIG);
+    CHECK(host && back);
+    void *gone, *kept;
+    CHECK_OR(orMalloc(&gone, BIG));
+    CHECK_OR(orMalloc(&kept, BIG));
+    orIpcMemHandle_t h[2], theirs[2];
+    CHECK_OR(orIpcGetMemHandle(&h[0], gone));
+    CHECK_OR(orIpcGetMemHandle(&h[1], kept));
+    MPI_Sendrecv(h, sizeof h, MPI_BYTE, peer, 2, theirs, sizeof theirs, MPI_BYTE, peer, 2,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    char *r_gone, *r_kept;
+    CHECK_OR(orIpcOpenMemHandle((void **)&r_gone, theirs[0], 0));
+    CHECK_OR(orIpcOpenMemHandle((void **)&r_kept, theirs[1], 0));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_OR(orFree(gone));
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    memset(host, 0x5a, BIG);
+    /* 512 KiB: MPI moves it by rendezvous, so an owner that did not drain it
+     * would leave the writer waiting forever. */
+    EXPECT_OR(orMemcpy(r_gone + 8, host, 512 << 10, orMemcpyHostToDevice),
+              orErrorInvalidDevicePointer);
+    EXPECT_OR(orMemcpy(r_gone + 8, host, 4096, orMemcpyHostToDevice), orErrorInvalidDevicePointer);
+    EXPECT_OR(orMemcpy(r_gone, host, BIG, orMemcpyHostToDevice), orErrorInvalidDevicePointer);
+    EXPECT_OR(orMemcpy(back, r_gone + 8, 4096, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
+    EXPECT_OR(orMemcpy(back, r_gone, BIG, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
+    /* Asynchronous too: reported by the synchronization, later work still runs. */
+    CHECK_OR(orMemcpyAsync(r_gone, host, 4096, orMemcpyHostToDevice, NULL));
+    CHECK_OR(orMemcpyAsync(r_kept, host, 4096, orMemcpyHostToDevice, NULL));
+    EXPECT_OR(orDeviceSynchronize(), orErrorInvalidDevicePointer);
+
+    /* Nothing refused lingers: copies both ways, small and large, are exact. */
+    for (int i = 0; i < BIG; i++)
+        host[i] = (char)(i * 7 + peer);
+    CHECK_OR(orMemcpy(r_kept, host, BIG, orMemcpyHostToDevice));
+    CHECK_OR(orMemcpy(r_kept + 3, host + 100, 4000, orMemcpyHostToDevice));
+    memset(back, 0, BIG);
+    CHECK_OR(orMemcpy(back, r_kept, BIG, orMemcpyDeviceToHost));
+    CHECK(memcmp(back, host, 3) == 0 && memcmp(back + 3, host + 100, 4000) == 0 &&
+          memcmp(back + 4003, host + 4003, BIG - 4003) == 0);
+    memset(back, 0, 64);
+    CHECK_OR(orMemcpy(back, r_kept + 5, 64, orMemcpyDeviceToHost));
+    CHECK(memcmp(back, host + 102, 64) == 0);
+
+    CHECK_OR(orIpcCloseMemHandle(r_gone));
+    CHECK_OR(orIpcCloseMemHandle(r_kept));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_OR(orFree(kept));
+    free(host);
+    free(back);
 }
 
 static int other_job(const char *mode, const char *path)
@@ -154,6 +217,11 @@ int main(int argc, char **argv)
     if (remote)
         EXPECT_OR(orMemcpy(host, r, 64, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
     CHECK_OR(orIpcCloseMemHandle(r));
+    /* Both copies above are done before either rank allocates again, which
+     * could reuse the freed range. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (remote)
+        refused_copies(peer);
 
     MPI_Barrier(MPI_COMM_WORLD);
     CHECK_OR(orFree(buf));

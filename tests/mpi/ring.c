@@ -3,7 +3,8 @@
  * all devices: neighbours on the same rank, on another rank of the same
  * virtual node (shared memory), and on another node (MPI). Both directions
  * are exercised: writing into the next device's buffer, and reading the
- * previous device's. Verified by data.
+ * previous device's, first one after the other, then both at once in pieces
+ * over several streams. Verified by data.
  *
  *   ring            the runtime starts MPI itself and finalizes it at exit
  *   ring --adopt    the program initializes and finalizes MPI itself
@@ -106,6 +107,77 @@ int main(int argc, char **argv)
                 mpitest_fail(__FILE__, __LINE__, "read data wrong", "");
         CHECK_OR(orIpcCloseMemHandle(p));
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Both ways at once: every device writes into the next device's buffer
+     * and reads the previous one's, in pieces spread over several streams,
+     * so that many reads and writes between the same two ranks are in
+     * flight together, in both directions. What is written (~value) differs
+     * from what is read (value), so bytes delivered to the wrong transfer
+     * show. */
+    enum { STREAMS = 4, PIECES = 256, PIECE = N / PIECES };
+    int **alt = calloc((size_t)nd, sizeof *alt);
+    CHECK(alt != NULL);
+    for (int d = 0; d < nd; d++) {
+        int g = ci.firstGlobalDevice + d;
+        CHECK_OR(orSetDevice(d));
+        CHECK_OR(orMemset(in[d], 0, N * sizeof(int)));
+        for (int i = 0; i < N; i++)
+            host[i] = ~value(g, i);
+        CHECK_OR(orMalloc((void **)&alt[d], N * sizeof(int)));
+        CHECK_OR(orMemcpy(alt[d], host, N * sizeof(int), orMemcpyHostToDevice));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    int *got = calloc((size_t)nd * N, sizeof *got);
+    void **pw = calloc((size_t)nd, sizeof *pw), **pr = calloc((size_t)nd, sizeof *pr);
+    orStream_t *st = calloc((size_t)nd * 2 * STREAMS, sizeof *st);
+    CHECK(got && pw && pr && st);
+    for (int d = 0; d < nd; d++) {
+        int g = ci.firstGlobalDevice + d, next = (g + 1) % G, prev = (g + G - 1) % G;
+        CHECK_OR(orSetDevice(d));
+        CHECK_OR(orIpcOpenMemHandle(&pw[d], all[2 * next], 0));
+        CHECK_OR(orIpcOpenMemHandle(&pr[d], all[2 * prev + 1], 0));
+        for (int j = 0; j < 2 * STREAMS; j++)
+            CHECK_OR(orStreamCreate(&st[d * 2 * STREAMS + j]));
+    }
+    for (int j = 0; j < PIECES; j++)
+        for (int d = 0; d < nd; d++) {
+            size_t at = (size_t)j * PIECE;
+            orStream_t *s = &st[d * 2 * STREAMS];
+            CHECK_OR(orSetDevice(d));
+            CHECK_OR(orMemcpyAsync((int *)pw[d] + at, alt[d] + at, PIECE * sizeof(int),
+                                   orMemcpyDeviceToDevice, s[j % STREAMS]));
+            CHECK_OR(orMemcpyAsync(got + (size_t)d * N + at, (int *)pr[d] + at,
+                                   PIECE * sizeof(int), orMemcpyDefault,
+                                   s[STREAMS + j % STREAMS]));
+        }
+    for (int d = 0; d < nd; d++) {
+        int prev = (ci.firstGlobalDevice + d + G - 1) % G;
+        CHECK_OR(orSetDevice(d));
+        for (int j = 0; j < 2 * STREAMS; j++) {
+            CHECK_OR(orStreamSynchronize(st[d * 2 * STREAMS + j]));
+            CHECK_OR(orStreamDestroy(st[d * 2 * STREAMS + j]));
+        }
+        for (int i = 0; i < N; i++)
+            if (got[(size_t)d * N + i] != value(prev, i))
+                mpitest_fail(__FILE__, __LINE__, "data read during writes wrong", "");
+        CHECK_OR(orIpcCloseMemHandle(pw[d]));
+        CHECK_OR(orIpcCloseMemHandle(pr[d]));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int d = 0; d < nd; d++) {
+        int prev = (ci.firstGlobalDevice + d + G - 1) % G;
+        CHECK_OR(orMemcpy(host, in[d], N * sizeof(int), orMemcpyDeviceToHost));
+        for (int i = 0; i < N; i++)
+            if (host[i] != ~value(prev, i))
+                mpitest_fail(__FILE__, __LINE__, "data written during reads wrong", "");
+        CHECK_OR(orFree(alt[d]));
+    }
+    free(alt);
+    free(got);
+    free(pw);
+    free(pr);
+    free(st);
     MPI_Barrier(MPI_COMM_WORLD);
     for (int d = 0; d < nd; d++) {
         CHECK_OR(orFree(in[d]));

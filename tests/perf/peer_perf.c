@@ -1,13 +1,21 @@
 /*
- * peer_perf.c - bandwidth of device-to-device copies within a rank, between
- * ranks of one virtual node, and between virtual nodes, next to memcpy and
- * MPI measured in the same run.
+ * peer_perf.c - latency and bandwidth of device-to-device copies within a
+ * rank, between ranks of one virtual node, and between virtual nodes, next to
+ * memcpy and MPI measured in the same run.
  *
  * Runs under mpiexec with exactly 2 ranks. Rank 0 does all the copying; for
  * its copies rank 1 only waits in a barrier (its proxy thread serves the
  * copies into another node): MPI_Barrier by default, or with -w poll a
  * non-blocking barrier tested every millisecond, so that rank 1's main
- * thread is not inside MPI while its proxy works. Columns, per size:
+ * thread is not inside MPI while its proxy works.
+ *
+ * Latency table: one small copy (-l, 4 KiB by default) at a time, each timed
+ * alone, median and 99th percentile in microseconds: an MPI ping-pong of the
+ * same bytes between the two main threads (half its round trip: one way),
+ * then rank 0 writing into and reading from rank 1's device memory with
+ * orMemcpy. x = median over the MPI median.
+ *
+ * Bandwidth table, columns per size:
  *   memcpy      memcpy between two malloc'd buffers of rank 0;
  *   MPI         MPI_Send on rank 0 / MPI_Recv on rank 1 of the same bytes,
  *               between ordinary malloc'd buffers, over MPI_COMM_WORLD;
@@ -19,6 +27,7 @@
  *               node (the default on one host) share device memory, so the
  *               copy is one memmove; with OPENREG_RANKS_PER_NODE=1 each rank is
  *               its own node and the proxies move the bytes over MPI.
+ *   read        orMemcpy the other way, rank 1's device 0 -> rank 0's device 0.
  * Every runtime copy is synchronous (the bytes are in place when it returns),
  * and so is the MPI column: a repetition ends when rank 1 acknowledges the
  * last message. Ratios: runtime GB/s over memcpy's and over MPI's.
@@ -28,11 +37,9 @@
  * untimed warm-up round that also calibrates the copies per repetition.
  * GB/s = 1e9 B/s; values below 0.1 get a third decimal.
  *
- * Usage: mpiexec -n 2 peer_perf [-s max_size] [-r repetitions]
- *                              [-w barrier|poll] [-h]
+ * Usage: mpiexec -n 2 peer_perf [-s max_size] [-r repetitions] [-l size]
+ *                              [-i iterations] [-w barrier|poll] [-h]
  */
-#include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +50,7 @@
 #include <mpi.h>
 
 #include "openreg.h"
-
-#define KiB ((size_t)1024)
-#define MiB (KiB * KiB)
+#include "perf_util.h"
 
 /* As runtime_perf: long enough repetitions that one preemption on a busy
  * 2-core machine does not decide the result. */
@@ -59,11 +64,16 @@
 #define TAG_DATA 1
 #define TAG_ACK 2
 #define TAG_INFO 3
+#define TAG_PING 4
 
-/* The target this benchmark reports on: same-node copies at 64 MiB. */
+/* The targets this benchmark reports on. Same node: copies at 64 MiB. */
 #define TARGET_SIZE (64 * MiB)
 #define TARGET_VS_MEMCPY 0.8
 #define TARGET_VS_MPI 2.0
+/* Other node: a small copy within 5 MPI one-way latencies, and 64 MiB at
+ * least as fast as MPI itself. */
+#define TARGET_LATENCY_VS_MPI 5.0
+#define TARGET_REMOTE_VS_MPI 1.0
 
 static int my_rank;
 
@@ -113,26 +123,6 @@ static void die(void)
         }                                                                              \
     } while (0)
 
-/* Through a volatile pointer, so the compiler cannot drop or shorten the
- * reference copies whose results nobody reads. */
-static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "peer_perf: rank %d: out of host memory (%zu bytes)\n", my_rank, n);
-        die();
-    }
-    return p;
-}
 
 /* The barrier between phases, on both ranks (a blocking and a non-blocking
  * barrier do not match, so both ranks use the same kind). */
@@ -166,24 +156,25 @@ struct copy_op {
     int dst_device, src_device; /* M_PEER */
 };
 
-/* Rank 0's side of up to `copies` copies; returns how many it made. A
- * deadline (0: none) ends the round early, except for M_MPI, where rank 1
- * receives exactly `copies` and acknowledges the last, so that the time
- * covers the bytes arriving. */
-static long run_copies(const struct copy_op *op, long copies, double deadline)
+/* Rank 0's side of up to `copies` copies (a perf_body); returns how many
+ * it made. A deadline (0: none) ends the round early, except for M_MPI,
+ * where rank 1 receives exactly `copies` and acknowledges the last, so that
+ * the time covers the bytes arriving. */
+static long run_copies(void *ctx, long copies, double deadline)
 {
+    const struct copy_op *op = ctx;
     long c = 0;
     switch (op->method) {
     case M_MEMCPY:
         for (; c < copies; c++)
-            memcpy_fn(op->dst, op->src, op->size);
+            perf_memcpy(op->dst, op->src, op->size);
         break;
     case M_PEER:
-        for (; c < copies && !(deadline && c && now_s() > deadline); c++)
+        for (; c < copies && !(deadline && c && perf_now_s() > deadline); c++)
             CHECK(orMemcpyPeer(op->dst, op->dst_device, op->src, op->src_device, op->size));
         break;
     case M_IPC:
-        for (; c < copies && !(deadline && c && now_s() > deadline); c++)
+        for (; c < copies && !(deadline && c && perf_now_s() > deadline); c++)
             CHECK(orMemcpy(op->dst, op->src, op->size, orMemcpyDeviceToDevice));
         break;
     case M_MPI:
@@ -212,34 +203,16 @@ static long initial_copies(size_t size)
 
 /* Rank 0: best GB/s over reps repetitions. The first, untimed round warms
  * caches, page tables, workers and proxies, and calibrates the copies per
- * repetition, which rank 1 learns by broadcast for the MPI column. */
+ * repetition (at least 32 MiB and MIN_REP_SECONDS, at most MAX_REP_SECONDS),
+ * which rank 1 learns by broadcast for the MPI column. */
 static double bandwidth(const struct copy_op *op, int reps)
 {
-    long copies = initial_copies(op->size);
-    double t0 = now_s();
-    long done = run_copies(op, copies, t0 + MAX_REP_SECONDS);
-    double per_copy = (now_s() - t0) / (double)done;
-    /* At least 32 MiB and MIN_REP_SECONDS, at most MAX_REP_SECONDS. */
-    double want = (double)copies;
-    if (per_copy <= 0)
-        want = MAX_COPIES_PER_REP;
-    else if (want * per_copy < MIN_REP_SECONDS)
-        want = MIN_REP_SECONDS / per_copy;
-    else if (want * per_copy > MAX_REP_SECONDS)
-        want = MAX_REP_SECONDS / per_copy;
-    copies = want >= MAX_COPIES_PER_REP ? MAX_COPIES_PER_REP : want < 1 ? 1 : (long)ceil(want);
+    const perf_plan plan = {initial_copies(op->size), MIN_REP_SECONDS, MAX_REP_SECONDS,
+                            MAX_COPIES_PER_REP};
+    long copies = perf_calibrate(run_copies, (void *)op, &plan);
     if (op->method == M_MPI)
         CHECK_MPI(MPI_Bcast(&copies, 1, MPI_LONG, 0, MPI_COMM_WORLD));
-
-    double best = 0.0;
-    for (int r = 0; r < reps; r++) {
-        t0 = now_s();
-        run_copies(op, copies, 0);
-        double gbs = (double)op->size * copies / (now_s() - t0) / 1e9;
-        if (gbs > best)
-            best = gbs;
-    }
-    return best;
+    return (double)op->size * copies / perf_best_time(run_copies, (void *)op, copies, reps) / 1e9;
 }
 
 /* Rank 1's mirror of bandwidth() for the MPI column. */
@@ -252,51 +225,71 @@ static void mpi_receiver(void *buf, size_t size, int reps)
         receive_copies(buf, size, copies);
 }
 
+/* ---- latency ------------------------------------------------------------ */
+
+enum lat_kind { L_MPI, L_WRITE, L_READ };
+
+/* Rank 0: warmup untimed then iters timed operations, one at a time;
+ * samples get microseconds each. L_MPI is a ping-pong with rank 1 (see
+ * latency_echo), halved: one way. */
+static void latency_samples(enum lat_kind kind, void *local, void *remote, char *hbuf,
+                            size_t size, int warmup, int iters, double *samples)
+{
+    for (int k = -warmup; k < iters; k++) {
+        double t0 = perf_now_s();
+        switch (kind) {
+        case L_MPI:
+            CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+            break;
+        case L_WRITE:
+            CHECK(orMemcpy(remote, local, size, orMemcpyDeviceToDevice));
+            break;
+        case L_READ:
+            CHECK(orMemcpy(local, remote, size, orMemcpyDeviceToDevice));
+            break;
+        }
+        double us = (perf_now_s() - t0) * 1e6;
+        if (k >= 0)
+            samples[k] = kind == L_MPI ? us / 2 : us;
+    }
+}
+
+/* Rank 1's side of the ping-pong: n echoes. */
+static void latency_echo(char *hbuf, size_t size, int n)
+{
+    for (int k = 0; k < n; k++) {
+        CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD));
+    }
+}
+
+struct latency {
+    double median_us, p99_us;
+};
+
+static struct latency latency_of(double *samples, int n)
+{
+    struct latency l;
+    perf_percentiles(samples, (size_t)n, &l.median_us, &l.p99_us);
+    return l;
+}
+
 /* ---- options and formatting ------------------------------------------- */
 
-static void format_size(char *buf, size_t len, size_t bytes)
-{
-    if (bytes >= MiB && bytes % MiB == 0)
-        snprintf(buf, len, "%zu MiB", bytes / MiB);
-    else if (bytes >= KiB && bytes % KiB == 0)
-        snprintf(buf, len, "%zu KiB", bytes / KiB);
-    else
-        snprintf(buf, len, "%zu B", bytes);
-}
-
-/* "64M", "4k", "1G", "65536": binary units, like OPENREG_DEVICE_MEM. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: return -1;
-    }
-    if (*end == 'i' && end[1] == 'B')
-        end += 2;
-    else if (*end == 'B')
-        end++;
-    if (*end != '\0' || v == 0 || v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
 
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
-            "usage: mpiexec -n 2 %s [-s max_size] [-r repetitions] [-w barrier|poll] [-h]\n"
+            "usage: mpiexec -n 2 %s [-s max_size] [-r repetitions] [-l size] [-i iterations]\n"
+            "                        [-w barrier|poll] [-h]\n"
             "  -s S   largest copy size, K/M/G suffixes allowed (default 64M, at most 1G;\n"
             "         sizes go from 4K up in powers of 4)\n"
             "  -r N   repetitions per point, the best is reported (default 5)\n"
+            "  -l S   size of the latency table's copies (default 4K, at most -s)\n"
+            "  -i N   timed copies of each latency row (default 1000; warm-up N/10)\n"
             "  -w W   how rank 1 waits while rank 0 copies: barrier (MPI_Barrier, the\n"
             "         default) or poll (MPI_Ibarrier tested every millisecond, sleeping\n"
             "         outside MPI in between)\n"
@@ -342,14 +335,16 @@ static void print_ratio(double bw, double ref)
 
 int main(int argc, char **argv)
 {
-    int reps = 5;
-    size_t max_size = 64 * MiB;
+    int reps = 5, iters = 1000;
+    size_t max_size = 64 * MiB, lat_size = 4 * KiB;
     int opt;
     char name_buf[4096];
     const char *prog = command_name(argv[0], name_buf, sizeof name_buf);
+    perf_prog = "peer_perf";
+    perf_fatal = die;
     /* Options first: every rank parses the same command line, so they all
      * stop here together, before any rank waits for another. */
-    while ((opt = getopt(argc, argv, "s:r:w:h")) != -1) {
+    while ((opt = getopt(argc, argv, "s:r:l:i:w:h")) != -1) {
         switch (opt) {
         case 'w':
             if (strcmp(optarg, "barrier") == 0) {
@@ -363,7 +358,7 @@ int main(int argc, char **argv)
             break;
         case 's':
             /* MPI counts are ints: 1 GiB is the largest power of 4 they hold. */
-            if (parse_size(optarg, &max_size) != 0 || max_size < 4 * KiB || max_size > 1024 * MiB) {
+            if (perf_parse_size(optarg, &max_size) != 0 || max_size < 4 * KiB || max_size > 1024 * MiB) {
                 fprintf(stderr, "peer_perf: -s needs a size from 4K to 1G (e.g. 16M)\n");
                 return 2;
             }
@@ -372,6 +367,19 @@ int main(int argc, char **argv)
             reps = atoi(optarg);
             if (reps < 1) {
                 fprintf(stderr, "peer_perf: -r needs a positive number\n");
+                return 2;
+            }
+            break;
+        case 'l':
+            if (perf_parse_size(optarg, &lat_size) != 0 || lat_size > 1024 * MiB) {
+                fprintf(stderr, "peer_perf: -l needs a size from 1 to 1G (e.g. 8 or 4K)\n");
+                return 2;
+            }
+            break;
+        case 'i':
+            iters = atoi(optarg);
+            if (iters < 1) {
+                fprintf(stderr, "peer_perf: -i needs a positive number\n");
                 return 2;
             }
             break;
@@ -385,6 +393,10 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         usage(stderr, prog);
+        return 2;
+    }
+    if (lat_size > max_size) {
+        fprintf(stderr, "peer_perf: -l must not exceed -s (buffers are -s bytes)\n");
         return 2;
     }
 
@@ -409,8 +421,8 @@ int main(int argc, char **argv)
      * no size pays for page faults the others skip. */
     char *hsrc = NULL, *hdst = NULL;
     void *d0 = NULL, *d1 = NULL, *remote = NULL, *mine = NULL;
-    hsrc = xmalloc(max_size);
-    hdst = xmalloc(max_size);
+    hsrc = perf_xmalloc(max_size);
+    hdst = perf_xmalloc(max_size);
     memset(hsrc, 3, max_size);
     memset(hdst, 4, max_size);
     CHECK(orSetDevice(0));
@@ -487,6 +499,7 @@ int main(int argc, char **argv)
                cross,
                cross_node ? "the proxy threads move the bytes with MPI_Isend/MPI_Irecv"
                           : "one memmove through the node's shared mapping");
+        printf("  %-11s orMemcpy the other way, rank 1 device 0 -> rank 0 device 0\n", "read");
         printf("not measured in this run:\n");
         if (!peer_ok)
             printf("  %-11s needs 2 devices on rank 0 (OPENREG_DEVICES >= 2)\n", "same rank");
@@ -497,28 +510,74 @@ int main(int argc, char **argv)
             printf("  %-11s needs each rank on its own virtual node: "
                    "OPENREG_RANKS_PER_NODE=1 mpiexec -n 2 %s\n",
                    "other node", prog);
+        fflush(stdout);
+    }
+
+    /* Latency: the MPI ping-pong, then rank 0's writes and reads while
+     * rank 1 waits. */
+    int warmup = iters / 10 > 10 ? iters / 10 : 10;
+    struct latency lat_mpi = {0, 0}, lat_write = {0, 0}, lat_read = {0, 0};
+    phase_barrier();
+    if (ci.rank == 0) {
+        double *samples = perf_xmalloc((size_t)iters * sizeof *samples);
+        latency_samples(L_MPI, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
+        lat_mpi = latency_of(samples, iters);
+        phase_barrier();
+        latency_samples(L_WRITE, d0, remote, NULL, lat_size, warmup, iters, samples);
+        lat_write = latency_of(samples, iters);
+        latency_samples(L_READ, d0, remote, NULL, lat_size, warmup, iters, samples);
+        lat_read = latency_of(samples, iters);
+        phase_barrier();
+        free(samples);
+        char sz[32];
+        perf_format_size(sz, sizeof sz, lat_size);
+        printf("\nlatency, microseconds per copy of %s, one at a time by rank 0 (median and p99\n"
+               "of %d after %d untimed; x = median over MPI's)\n",
+               sz, iters, warmup);
+        printf("  %-58s %9s %9s %7s\n", "operation", "median", "p99", "x");
+        const struct {
+            const char *name;
+            struct latency l;
+        } rows[3] = {
+            {"MPI one way: half a MPI_Send/MPI_Recv ping-pong", lat_mpi},
+            {cross_node ? "write, other node: orMemcpy rank 0 dev 0 -> rank 1 dev 0"
+                        : "write, same node: orMemcpy rank 0 dev 0 -> rank 1 dev 0",
+             lat_write},
+            {cross_node ? "read, other node: orMemcpy rank 1 dev 0 -> rank 0 dev 0"
+                        : "read, same node: orMemcpy rank 1 dev 0 -> rank 0 dev 0",
+             lat_read},
+        };
+        for (int k = 0; k < 3; k++)
+            printf("  %-58s %9.2f %9.2f %7.2f\n", rows[k].name, rows[k].l.median_us,
+                   rows[k].l.p99_us,
+                   lat_mpi.median_us > 0 ? rows[k].l.median_us / lat_mpi.median_us : 0.0);
         printf("\ncopy bandwidth, GB/s, one synchronous copy at a time by rank 0 (best of %d;\n"
                "/memcpy and /MPI = that column's GB/s over memcpy's and over MPI's)\n",
                reps);
         printf("  %8s %8s %8s |", "size", "memcpy", "MPI");
         if (peer_ok)
             printf(" %10s %7s %7s |", "same rank", "/memcpy", "/MPI");
-        printf(" %10s %7s %7s\n", cross, "/memcpy", "/MPI");
+        printf(" %10s %7s %7s | %8s %7s\n", cross, "/memcpy", "/MPI", "read", "/MPI");
         fflush(stdout);
+    } else {
+        latency_echo(hdst, lat_size, warmup + iters);
+        phase_barrier();
+        phase_barrier();
     }
 
-    double target_memcpy = 0, target_mpi = 0, target_bw = 0;
+    double target_memcpy = 0, target_mpi = 0, target_bw = 0, target_read_mpi = 0;
     int target_seen = 0;
     for (size_t size = 4 * KiB; size <= max_size; size *= 4) {
-        double ref = 0, mpi = 0, peer = 0, ipc = 0;
+        double ref = 0, mpi = 0, peer = 0, ipc = 0, ipc_read = 0;
         /* Phases are separated by barriers, so that no phase overlaps
          * another's traffic; for rank 0's own copies rank 1 just waits. */
         if (ci.rank == 0) {
-            const struct copy_op ops[4] = {
+            const struct copy_op ops[5] = {
                 {M_MEMCPY, hdst, hsrc, size, 0, 0},
                 {M_MPI, NULL, hsrc, size, 0, 0},
                 {M_PEER, d1, d0, size, 1, 0},
                 {M_IPC, remote, d0, size, 0, 0},
+                {M_IPC, d0, remote, size, 0, 0},
             };
             ref = bandwidth(&ops[0], reps);
             phase_barrier();
@@ -528,6 +587,7 @@ int main(int argc, char **argv)
                 peer = bandwidth(&ops[2], reps);
             phase_barrier();
             ipc = bandwidth(&ops[3], reps);
+            ipc_read = bandwidth(&ops[4], reps);
             phase_barrier();
         } else {
             phase_barrier();
@@ -538,7 +598,7 @@ int main(int argc, char **argv)
         }
         if (ci.rank == 0) {
             char sz[32];
-            format_size(sz, sizeof sz, size);
+            perf_format_size(sz, sizeof sz, size);
             printf("  %8s", sz);
             print_value(8, ref);
             print_value(8, mpi);
@@ -552,6 +612,9 @@ int main(int argc, char **argv)
             print_value(10, ipc);
             print_ratio(ipc, ref);
             print_ratio(ipc, mpi);
+            printf(" |");
+            print_value(8, ipc_read);
+            print_ratio(ipc_read, mpi);
             printf("\n");
             fflush(stdout);
             if (size == TARGET_SIZE) {
@@ -559,6 +622,7 @@ int main(int argc, char **argv)
                 target_bw = ipc;
                 target_memcpy = ref > 0 ? ipc / ref : 0;
                 target_mpi = mpi > 0 ? ipc / mpi : 0;
+                target_read_mpi = mpi > 0 ? ipc_read / mpi : 0;
             }
         }
         if (size > max_size / 4)
@@ -573,6 +637,9 @@ int main(int argc, char **argv)
     if (ci.rank == 0) {
         CHECK(orMemcpy(d0, hsrc, max_size, orMemcpyHostToDevice));
         CHECK(orMemcpy(remote, d0, max_size, orMemcpyDeviceToDevice));
+        memset(hdst, 0, max_size); /* and back: the read path */
+        CHECK(orMemcpy(hdst, remote, max_size, orMemcpyDeviceToHost));
+        bad |= memcmp(hdst, hsrc, max_size) != 0;
         if (peer_ok) {
             CHECK(orMemcpyPeer(d1, 1, d0, 0, max_size));
             CHECK(orMemcpy(hdst, d1, max_size, orMemcpyDeviceToHost));
@@ -593,9 +660,26 @@ int main(int argc, char **argv)
         printf("  data check of the largest copies: %s\n", any_bad ? "FAILED" : "OK");
         printf("\ntarget: same-node cross-rank copy of 64 MiB >= %.1fx memcpy and >= %.1fx MPI\n",
                TARGET_VS_MEMCPY, TARGET_VS_MPI);
-        if (cross_node)
+        if (cross_node) {
             printf("  not measured in this run (the ranks are on different nodes)\n");
-        else if (!target_seen)
+            double w = lat_write.median_us / lat_mpi.median_us;
+            double r = lat_read.median_us / lat_mpi.median_us;
+            printf("target: other-node copy of 4 KiB within %.0fx MPI's one-way latency, "
+                   "64 MiB >= %.1fx MPI\n",
+                   TARGET_LATENCY_VS_MPI, TARGET_REMOTE_VS_MPI);
+            if (lat_size != 4 * KiB)
+                printf("  latency not measured in this run (-l is not 4K)\n");
+            else
+                printf("  4 KiB: write %.2fx (%s), read %.2fx (%s)\n", w,
+                       w <= TARGET_LATENCY_VS_MPI ? "met" : "missed", r,
+                       r <= TARGET_LATENCY_VS_MPI ? "met" : "missed");
+            if (!target_seen)
+                printf("  64 MiB not measured in this run (-s is below 64M)\n");
+            else
+                printf("  64 MiB: write %.2fx MPI (%s), read %.2fx MPI (%s)\n", target_mpi,
+                       target_mpi >= TARGET_REMOTE_VS_MPI ? "met" : "missed", target_read_mpi,
+                       target_read_mpi >= TARGET_REMOTE_VS_MPI ? "met" : "missed");
+        } else if (!target_seen)
             printf("  not measured in this run (-s is below 64M)\n");
         else
             printf("  %.2f GB/s: %.2fx memcpy (%s), %.2fx MPI (%s)\n", target_bw, target_memcpy,

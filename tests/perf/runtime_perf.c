@@ -31,16 +31,15 @@
  * Usage: runtime_perf [-i iterations] [-s max_size] [-r repetitions]
  *                     [-m array_size] [-h]
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "openreg.h"
+#include "perf_util.h"
 
 #define CHECK(call)                                                                    \
     do {                                                                               \
@@ -53,9 +52,6 @@
         }                                                                              \
     } while (0)
 
-#define KiB ((size_t)1024)
-#define MiB (KiB * KiB)
-
 /* A bandwidth repetition moves at least BYTES_PER_REP and lasts at least
  * MIN_REP_SECONDS: long enough that one preemption on a busy 2-core machine
  * does not decide the result. */
@@ -63,41 +59,6 @@
 #define MIN_REP_SECONDS 0.01
 #define MAX_COPIES_PER_REP (1 << 20)
 
-/* Through a volatile pointer, so the compiler cannot drop or shorten the
- * reference copies whose results nobody reads. */
-static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "runtime_perf: out of host memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median and 99th percentile (nearest rank) of n samples; sorts them. */
-static void percentiles(double *v, size_t n, double *median, double *p99)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    size_t rank = (size_t)((n * 99 + 99) / 100); /* ceil(0.99 n) */
-    *p99 = v[rank > 0 ? rank - 1 : 0];
-}
 
 static void empty_kernel(const orKernelContext *ctx, void *args)
 {
@@ -121,13 +82,13 @@ static struct latency launch_latency(const char *name, orStream_t s, orDim3 grid
         CHECK(orStreamSynchronize(s));
     }
     for (int k = 0; k < iters; k++) {
-        double t0 = now_s();
+        double t0 = perf_now_s();
         CHECK(orLaunchKernel(empty_kernel, grid, one, NULL, 0, 0, s));
         CHECK(orStreamSynchronize(s));
-        samples[k] = (now_s() - t0) * 1e6;
+        samples[k] = (perf_now_s() - t0) * 1e6;
     }
     struct latency r = {name, 0, 0};
-    percentiles(samples, (size_t)iters, &r.median_us, &r.p99_us);
+    perf_percentiles(samples, (size_t)iters, &r.median_us, &r.p99_us);
     return r;
 }
 
@@ -141,14 +102,14 @@ static struct latency event_latency(const char *name, orStream_t s, int warmup, 
         CHECK(orEventSynchronize(e));
     }
     for (int k = 0; k < iters; k++) {
-        double t0 = now_s();
+        double t0 = perf_now_s();
         CHECK(orEventRecord(e, s));
         CHECK(orEventSynchronize(e));
-        samples[k] = (now_s() - t0) * 1e6;
+        samples[k] = (perf_now_s() - t0) * 1e6;
     }
     CHECK(orEventDestroy(e));
     struct latency r = {name, 0, 0};
-    percentiles(samples, (size_t)iters, &r.median_us, &r.p99_us);
+    perf_percentiles(samples, (size_t)iters, &r.median_us, &r.p99_us);
     return r;
 }
 
@@ -165,42 +126,29 @@ struct copy_op {
 
 /* Each runtime copy is synchronized on its own: that is what a caller
  * waiting for its data sees, enqueue and wake-up costs included. */
-static void run_copies(const struct copy_op *op, long copies)
+static long run_copies(void *ctx, long copies, double deadline)
 {
+    const struct copy_op *op = ctx;
+    (void)deadline; /* a repetition is short: no deadline needed */
     for (long c = 0; c < copies; c++) {
         if (op->stream) {
             CHECK(orMemcpyAsync(op->dst, op->src, op->size, op->kind, op->stream));
             CHECK(orStreamSynchronize(op->stream));
         } else {
-            memcpy_fn(op->dst, op->src, op->size);
+            perf_memcpy(op->dst, op->src, op->size);
         }
     }
+    return copies;
 }
 
-/* Best GB/s over reps repetitions. The first, untimed round warms caches,
- * page tables and workers, and calibrates the copies per repetition. */
+/* Best GB/s over reps repetitions, each moving at least BYTES_PER_REP and
+ * lasting at least MIN_REP_SECONDS. */
 static double bandwidth(const struct copy_op *op, int reps)
 {
-    long copies = (long)(BYTES_PER_REP / op->size);
-    if (copies < 1)
-        copies = 1;
-    double t0 = now_s();
-    run_copies(op, copies);
-    double t = now_s() - t0;
-    if (t < MIN_REP_SECONDS) {
-        double want = (t > 0 ? MIN_REP_SECONDS / t : MAX_COPIES_PER_REP) * copies;
-        copies = want > MAX_COPIES_PER_REP ? MAX_COPIES_PER_REP : (long)want + 1;
-    }
-
-    double best = 0.0;
-    for (int r = 0; r < reps; r++) {
-        t0 = now_s();
-        run_copies(op, copies);
-        double gbs = (double)op->size * copies / (now_s() - t0) / 1e9;
-        if (gbs > best)
-            best = gbs;
-    }
-    return best;
+    long initial = (long)(BYTES_PER_REP / op->size);
+    const perf_plan plan = {initial, MIN_REP_SECONDS, 0, MAX_COPIES_PER_REP};
+    long copies = perf_calibrate(run_copies, (void *)op, &plan);
+    return (double)op->size * copies / perf_best_time(run_copies, (void *)op, copies, reps) / 1e9;
 }
 
 /* ---- streaming kernel ------------------------------------------------- */
@@ -286,11 +234,11 @@ struct stream_run {
 static double run_saxpy(struct stream_run *runs, int n, long passes, double *busy)
 {
     const orDim3 block = {SAXPY_BLOCK_THREADS, 1, 1};
-    double t0 = now_s();
+    double t0 = perf_now_s();
     if (runs[0].device < 0) {
         for (long p = 0; p < passes; p++)
             saxpy_fn(runs[0].args.x, runs[0].args.y, runs[0].args.a, runs[0].args.n);
-        busy[0] = now_s() - t0;
+        busy[0] = perf_now_s() - t0;
         runs[0].passes_done += passes;
         return busy[0];
     }
@@ -310,7 +258,7 @@ static double run_saxpy(struct stream_run *runs, int n, long passes, double *bus
     }
     for (int k = 0; k < n; k++)
         CHECK(orStreamSynchronize(runs[k].stream));
-    double wall = now_s() - t0;
+    double wall = perf_now_s() - t0;
     for (int k = 0; k < n; k++) {
         float ms;
         CHECK(orEventElapsedTime(&ms, runs[k].start, runs[k].end));
@@ -320,28 +268,40 @@ static double run_saxpy(struct stream_run *runs, int n, long passes, double *bus
     return wall;
 }
 
+/* The runs of one streaming case, as a perf_body (its count is passes). */
+struct saxpy_set {
+    struct stream_run *runs;
+    int n;
+    double *busy;
+};
+
+static long saxpy_passes(void *ctx, long passes, double deadline)
+{
+    struct saxpy_set *set = ctx;
+    (void)deadline;
+    run_saxpy(set->runs, set->n, passes, set->busy);
+    return passes;
+}
+
 /* Best wall seconds per pass over reps repetitions, after an untimed pass
  * that warms up and calibrates the passes per repetition; each run's own
- * time per pass in that best repetition goes to its pass_s. */
+ * time per pass in that best repetition goes to its pass_s (which is why
+ * the repetitions are not perf_best_time's). */
 static double stream_best(struct stream_run *runs, int n, int reps)
 {
-    double *busy = xmalloc((size_t)n * sizeof *busy);
-    long passes = 1;
-    double t = run_saxpy(runs, n, passes, busy);
-    if (t < STREAM_MIN_REP_SECONDS) {
-        double want = t > 0 ? STREAM_MIN_REP_SECONDS / t : (double)STREAM_MAX_PASSES_PER_REP;
-        passes = want >= STREAM_MAX_PASSES_PER_REP ? STREAM_MAX_PASSES_PER_REP : (long)want + 1;
-    }
+    struct saxpy_set set = {runs, n, perf_xmalloc((size_t)n * sizeof(double))};
+    const perf_plan plan = {1, STREAM_MIN_REP_SECONDS, 0, STREAM_MAX_PASSES_PER_REP};
+    long passes = perf_calibrate(saxpy_passes, &set, &plan);
     double best = 0.0;
     for (int r = 0; r < reps; r++) {
-        t = run_saxpy(runs, n, passes, busy) / (double)passes;
+        double t = run_saxpy(runs, n, passes, set.busy) / (double)passes;
         if (best == 0.0 || t < best) {
             best = t;
             for (int k = 0; k < n; k++)
-                runs[k].pass_s = busy[k] / (double)passes;
+                runs[k].pass_s = set.busy[k] / (double)passes;
         }
     }
-    free(busy);
+    free(set.busy);
     return best;
 }
 
@@ -369,41 +329,6 @@ static int saxpy_check(const struct stream_run *run)
     return 0;
 }
 
-static void format_size(char *buf, size_t len, size_t bytes)
-{
-    if (bytes >= MiB && bytes % MiB == 0)
-        snprintf(buf, len, "%zu MiB", bytes / MiB);
-    else if (bytes >= KiB && bytes % KiB == 0)
-        snprintf(buf, len, "%zu KiB", bytes / KiB);
-    else
-        snprintf(buf, len, "%zu B", bytes);
-}
-
-/* "64M", "4k", "1G", "65536": binary units, like OPENREG_DEVICE_MEM. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: return -1;
-    }
-    if (*end == 'i' && end[1] == 'B')
-        end += 2;
-    else if (*end == 'B')
-        end++;
-    if (*end != '\0' || v == 0 || v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
 
 /* Table 3. Returns 0, or 1 if a result check failed. */
 static int streaming_table(int count, size_t array_bytes, int reps)
@@ -472,7 +397,7 @@ static int streaming_table(int count, size_t array_bytes, int reps)
         used += (size_t)snprintf(cpus + used, sizeof cpus - used, "%s%s", d ? " | " : "",
                                  props[d].cpuList);
     char sz[32];
-    format_size(sz, sizeof sz, n * sizeof(float));
+    perf_format_size(sz, sizeof sz, n * sizeof(float));
     const double host_gbs = bytes / host_t / 1e9;
 
     printf("\nstreaming kernel (y = a*x + y), %zu floats (%s) per array, grid %u blocks of %zu "
@@ -547,6 +472,7 @@ int main(int argc, char **argv)
     int iters = 20000, reps = 5;
     size_t max_size = 64 * MiB, stream_size = 64 * MiB;
     int opt;
+    perf_prog = "runtime_perf";
     while ((opt = getopt(argc, argv, "i:s:r:m:h")) != -1) {
         switch (opt) {
         case 'i':
@@ -557,7 +483,7 @@ int main(int argc, char **argv)
             }
             break;
         case 's':
-            if (parse_size(optarg, &max_size) != 0 || max_size < 4 * KiB) {
+            if (perf_parse_size(optarg, &max_size) != 0 || max_size < 4 * KiB) {
                 fprintf(stderr, "runtime_perf: -s needs a size of at least 4K (e.g. 16M)\n");
                 return 2;
             }
@@ -570,7 +496,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'm':
-            if (parse_size(optarg, &stream_size) != 0 || stream_size < 4 * KiB) {
+            if (perf_parse_size(optarg, &stream_size) != 0 || stream_size < 4 * KiB) {
                 fprintf(stderr, "runtime_perf: -m needs a size of at least 4K (e.g. 256M)\n");
                 return 2;
             }
@@ -604,7 +530,7 @@ int main(int argc, char **argv)
 
     /* Latency tables. */
     int warmup = iters / 10 > 100 ? iters / 10 : 100;
-    double *samples = xmalloc((size_t)iters * sizeof *samples);
+    double *samples = perf_xmalloc((size_t)iters * sizeof *samples);
     orDim3 one = {1, 1, 1};
     orDim3 wide = {(unsigned)(prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1), 1, 1};
     char wide_name[64];
@@ -636,7 +562,7 @@ int main(int argc, char **argv)
         CHECK(orMalloc(&d1, max_size));
         CHECK(orSetDevice(0));
     }
-    char *msrc = xmalloc(max_size), *mdst = xmalloc(max_size);
+    char *msrc = perf_xmalloc(max_size), *mdst = perf_xmalloc(max_size);
     memset(hsrc, 1, max_size);
     memset(hdst, 2, max_size);
     memset(msrc, 3, max_size);
@@ -665,7 +591,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < 4; k++)
             bw[k] = (k < 3 || peer) ? bandwidth(&ops[k + 1], reps) : 0.0;
         char sz[32];
-        format_size(sz, sizeof sz, size);
+        perf_format_size(sz, sizeof sz, size);
         printf("  %8s %8.2f", sz, ref);
         for (int k = 0; k < 4; k++) {
             if (k == 3 && !peer)

@@ -14,84 +14,10 @@ ORINFO=${ORINFO:-./launch/orinfo}
 srcdir=${srcdir:-$(dirname "$0")/../..}
 config_c=$srcdir/src/config.c
 
-if [ ! -x "$ORINFO" ]; then
-    echo "orinfo_smoke.sh: no program at $ORINFO (build it, or set ORINFO)" >&2
-    echo "orinfo smoke: 0 passed, 1 failed"
-    exit 1
-fi
-
-# The documented defaults and the real host, whatever the caller's shell holds.
-for var in $(env | sed -n 's/^\(OPENREG_[A-Za-z0-9_]*\)=.*/\1/p'); do
-    unset "$var"
-done
-unset HWLOC_SYNTHETIC HWLOC_XMLFILE
-# MPI_Init loads hwloc's PCI plugin, whose allocations outlive the plugin's
-# unloading at exit: LeakSanitizer builds would report them as leaks of an
-# unknown module. Placement needs cores and NUMA nodes only, not PCI devices.
-HWLOC_PLUGINS_BLACKLIST=hwloc_pci
-export HWLOC_PLUGINS_BLACKLIST
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/orinfo_smoke.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# A hung MPI start must fail the test, not the whole 'make check'.
-limit=
-if command -v timeout >/dev/null 2>&1; then
-    limit="timeout 120"
-fi
-
-passed=0
-failed=0
-skipped=0
-
-# run CMD...: stdout in $tmp/out, stderr in $tmp/err, exit status in $rc.
-run() {
-    rc=0
-    $limit "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-}
-
-ok() {
-    passed=$((passed + 1))
-    echo "PASS: $1"
-}
-
-# On failure the log shows what the program printed.
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $1 (exit status $rc)"
-    echo "  --- stdout"
-    sed 's/^/  | /' "$tmp/out"
-    echo "  --- stderr"
-    sed 's/^/  | /' "$tmp/err"
-}
-
-skip() {
-    skipped=$((skipped + 1))
-    echo "SKIP: $1"
-}
-
-# expect NAME CMD...: CMD's success is the check's result.
-expect() {
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-has() { grep -Eq -- "$1" "$tmp/out"; }
-has_err() { grep -Eq -- "$1" "$tmp/err"; }
-status_is() { [ "$rc" -eq "$1" ]; }
-# status_and N CMD...: the exit status was N and CMD succeeds.
-status_and() {
-    status=$1
-    shift
-    [ "$rc" -eq "$status" ] && "$@"
-}
-# has_all PATTERN...: every pattern matches a line of the output.
-has_all() {
-    for pattern in "$@"; do
-        has "$pattern" || return 1
-    done
-}
+# The shared harness: run, expect, the predicates and the closing line.
+smoke_name=orinfo
+. "$(dirname "$0")/smoke.sh"
+smoke_require "$ORINFO" ORINFO
 
 have_python=false
 if command -v python3 >/dev/null 2>&1; then
@@ -216,6 +142,4 @@ expect "unknown option exits 2 with usage on stderr" status_and 2 usage_on_stder
 run "$ORINFO" --help
 expect "--help exits 0 with usage on stdout" status_and 0 has '^usage: orinfo'
 
-[ "$skipped" -eq 0 ] || echo "($skipped skipped)"
-echo "orinfo smoke: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+smoke_finish

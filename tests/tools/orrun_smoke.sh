@@ -14,83 +14,11 @@ set -e
 
 ORRUN=${ORRUN:-./launch/orrun}
 
-if [ ! -x "$ORRUN" ]; then
-    echo "orrun_smoke.sh: no program at $ORRUN (build it, or set ORRUN)" >&2
-    echo "orrun smoke: 0 passed, 1 failed"
-    exit 1
-fi
-
-# The documented defaults and the real host, whatever the caller's shell holds.
-for var in $(env | sed -n 's/^\(OPENREG_[A-Za-z0-9_]*\)=.*/\1/p'); do
-    unset "$var"
-done
-unset HWLOC_SYNTHETIC HWLOC_XMLFILE MPIR_CVAR_DEFAULT_THREAD_LEVEL ORRUN_MPIEXEC
-# As in orinfo_smoke.sh: hwloc's PCI plugin outlives its unloading, which
-# LeakSanitizer builds would report; placement needs no PCI devices.
-HWLOC_PLUGINS_BLACKLIST=hwloc_pci
-export HWLOC_PLUGINS_BLACKLIST
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrun_smoke.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# A hung MPI start must fail the test, not the whole 'make check'.
-limit=
-if command -v timeout >/dev/null 2>&1; then
-    limit="timeout 120"
-fi
-
-passed=0
-failed=0
-skipped=0
-
-# run CMD...: stdout in $tmp/out, stderr in $tmp/err, exit status in $rc.
-run() {
-    rc=0
-    $limit "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-}
-
-ok() {
-    passed=$((passed + 1))
-    echo "PASS: $1"
-}
-
-# On failure the log shows what the program printed.
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $1 (exit status $rc)"
-    echo "  --- stdout"
-    sed 's/^/  | /' "$tmp/out"
-    echo "  --- stderr"
-    sed 's/^/  | /' "$tmp/err"
-}
-
-skip() {
-    skipped=$((skipped + 1))
-    echo "SKIP: $1"
-}
-
-# expect NAME CMD...: CMD's success is the check's result.
-expect() {
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-has() { grep -Eq -- "$1" "$tmp/out"; }
-has_err() { grep -Eq -- "$1" "$tmp/err"; }
-status_is() { [ "$rc" -eq "$1" ]; }
-# status_and N CMD...: the exit status was N and CMD succeeds.
-status_and() {
-    status=$1
-    shift
-    [ "$rc" -eq "$status" ] && "$@"
-}
-# has_all PATTERN...: every pattern matches a line of the output.
-has_all() {
-    for pattern in "$@"; do
-        has "$pattern" || return 1
-    done
-}
+# The shared harness: run, expect, the predicates and the closing line.
+smoke_name=orrun
+. "$(dirname "$0")/smoke.sh"
+smoke_require "$ORRUN" ORRUN
+unset MPIR_CVAR_DEFAULT_THREAD_LEVEL ORRUN_MPIEXEC
 
 # A stand-in mpiexec: records its arguments, one per line, and the
 # environment it was given, and exits with $FAKE_STATUS.
@@ -262,6 +190,4 @@ expect "ORRUN_MPIEXEC=/nonexistent exits 127 naming it" \
 run "$ORRUN" --help
 expect "--help exits 0 with usage on stdout" status_and 0 has '^usage: orrun'
 
-[ "$skipped" -eq 0 ] || echo "($skipped skipped)"
-echo "orrun smoke: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+smoke_finish

@@ -109,7 +109,7 @@ class DeviceAllocator final : public c10::Allocator {
         if (err == orErrorMemoryAllocation) {
             size_t free_bytes = 0, total = 0;
             orMemGetInfo(&free_bytes, &total);
-            TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg: out of memory on device ", index,
+            TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg: out of memory on device ", static_cast<int>(index),
                              ": tried to allocate ", nbytes, " bytes; ", free_bytes, " of ", total,
                              " bytes free (OPENREG_DEVICE_MEM sets the capacity)");
         }

@@ -176,8 +176,9 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     void record(void **event, const c10::Stream &stream, const c10::DeviceIndex device_index,
                 const c10::EventFlag flag) const override {
         TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                    "openreg: event device ", device_index,
-                    " does not match the recording stream's device ", stream.device_index());
+                    "openreg: event device ", static_cast<int>(device_index),
+                    " does not match the recording stream's device ",
+                    static_cast<int>(stream.device_index()));
         DeviceScope scope(stream.device_index());
         if (*event == nullptr) {
             orEvent_t created = nullptr;
@@ -249,8 +250,9 @@ class Event {
     void record(c10::StreamId id, c10::DeviceIndex index) {
         c10::Stream stream = make_stream(index, id);
         orStream_t handle = stream_handle(stream);
-        TORCH_CHECK(event_ == nullptr || device_ == index, "openreg: event of device ", device_,
-                    " cannot be recorded on a stream of device ", index);
+        TORCH_CHECK(event_ == nullptr || device_ == index, "openreg: event of device ",
+                    static_cast<int>(device_), " cannot be recorded on a stream of device ",
+                    static_cast<int>(index));
         DeviceScope scope(index);
         if (event_ == nullptr) {
             OR_TORCH_CHECK(orEventCreateWithFlags(

@@ -87,6 +87,7 @@ at::Tensor device_contiguous(const at::Tensor &src) {
 }
 
 void sync_stream(c10::DeviceIndex index) {
+    DeviceScope scope(index); // a NULL handle means the current device's default stream
     orStream_t stream = current_stream_handle(index);
     // Other Python threads run meanwhile (ops called from Python usually
     // run without the GIL already).
@@ -246,6 +247,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_local_scalar_dense", &local_scalar_dense);
     m.impl("fill_.Scalar", &fill_scalar);
     m.impl("zero_", &zero_);
+}
+
+// Functional ops whose generic (CompositeExplicitAutogradNonFunctional)
+// kernel would call their out= variant with an output its CPU kernel
+// resizes (a PyTorch 1.13 deprecation warning): straight to the CPU.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("mse_loss",
+           torch::CppFunction::makeFromBoxedFunction<&torch_openreg::cpu_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

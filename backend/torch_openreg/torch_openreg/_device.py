@@ -14,7 +14,10 @@ def _index(dev, optional=True):
             return _C.current_device()
         raise ValueError("torch_openreg: a device is required")
     if isinstance(dev, str):
-        dev = torch.device(dev)
+        try:
+            dev = torch.device(dev)
+        except RuntimeError as e:
+            raise ValueError("torch_openreg: invalid device %r: %s" % (dev, e)) from None
     if isinstance(dev, torch.device):
         if dev.type != DEVICE_TYPE:
             raise ValueError(

@@ -83,7 +83,7 @@ print("or_torch_pydir=%s" % shlex.quote(sysconfig.get_path("platlib", "posix_pre
     AC_LANG_PUSH([C++])
     or_save_CPPFLAGS=$CPPFLAGS
     CPPFLAGS="$CPPFLAGS $TORCH_CPPFLAGS"
-    AC_CHECK_HEADER([torch/extension.h], [],
+    AC_CHECK_HEADER([c10/core/Device.h], [],
       [AC_MSG_ERROR([torch found in $TORCH_PYTHON but not its C++ headers (Debian: apt-get install libtorch-dev)])])
     CPPFLAGS=$or_save_CPPFLAGS
     AC_LANG_POP([C++])

@@ -61,3 +61,6 @@ __all__ = [
 ]
 
 torch._register_device_module(DEVICE_TYPE, __import__(__name__))
+
+# The "occl" torch.distributed backend (torch_openreg.distributed).
+from . import distributed  # noqa: E402,F401

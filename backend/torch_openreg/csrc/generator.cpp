@@ -1,6 +1,6 @@
 // generator.cpp - one Philox generator per device on the runtime's RNG
 // (orRandGenerateUniform/Normal), and the random ops that use it: uniform_
-// (torch.rand, nn.init) and normal_ (torch.randn). A generator's state is
+// (torch.rand, nn.init), normal_ (torch.randn) and bernoulli_ (dropout). A generator's state is
 // (seed, offset): each call consumes a block of the Philox stream, so a seed
 // reproduces the same sequence of tensors, whatever the device's threads.
 #include <cstring>
@@ -92,13 +92,13 @@ std::vector<at::Generator> &default_generators() {
     return gens;
 }
 
-enum class Dist { Uniform, Normal };
+enum class Dist { Uniform, Normal, Bernoulli };
 
 // Fills `self` from the generator: float32 contiguous tensors in place, other
 // floating types through a float32 buffer converted on the device.
 at::Tensor &fill_random(at::Tensor &self, Dist dist, double p0, double p1,
                         c10::optional<at::Generator> gen) {
-    TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+    TORCH_CHECK(dist == Dist::Bernoulli || at::isFloatingType(self.scalar_type()),
                 "openreg: ", dist == Dist::Uniform ? "uniform_" : "normal_",
                 " expects a floating point tensor, got ", self.scalar_type());
     if (self.numel() == 0)
@@ -108,7 +108,8 @@ at::Tensor &fill_random(at::Tensor &self, Dist dist, double p0, double p1,
         at::get_generator_or_default<OpenRegGenerator>(gen, default_generator(index));
     c10::DeviceGuard guard(self.device());
     orStream_t stream = current_stream_handle(index);
-    bool direct = self.scalar_type() == at::kFloat && self.is_contiguous();
+    bool direct = dist != Dist::Bernoulli && self.scalar_type() == at::kFloat &&
+                  self.is_contiguous();
     at::Tensor target = self.is_contiguous() ? self : at::empty_like(self, at::MemoryFormat::Contiguous);
     at::Tensor buffer = direct ? target : at::empty(self.sizes(), self.options().dtype(at::kFloat));
     float *out = buffer.data_ptr<float>();
@@ -125,6 +126,11 @@ at::Tensor &fill_random(at::Tensor &self, Dist dist, double p0, double p1,
         OR_TORCH_CHECK(orRandGenerateUniform(out, n, seed, offset, stream));
         launch_affine_from_float(target.data_ptr(), target.scalar_type(), out, p1, -(p1 - p0), n,
                                  stream);
+    } else if (dist == Dist::Bernoulli) {
+        // P(u > 1 - p) = p for u uniform in (0, 1].
+        OR_TORCH_CHECK(orRandGenerateUniform(out, n, seed, offset, stream));
+        launch_threshold_from_float(target.data_ptr(), target.scalar_type(), out,
+                                    static_cast<float>(1.0 - p0), n, stream);
     } else {
         OR_TORCH_CHECK(orRandGenerateNormal(out, n, static_cast<float>(p0), static_cast<float>(p1),
                                             seed, offset, stream));
@@ -147,6 +153,12 @@ at::Tensor &normal_(at::Tensor &self, double mean, double std, c10::optional<at:
     return fill_random(self, Dist::Normal, mean, std, gen);
 }
 
+// Dropout's mask: bernoulli_(1 - p) draws on the device too.
+at::Tensor &bernoulli_(at::Tensor &self, double p, c10::optional<at::Generator> gen) {
+    TORCH_CHECK(p >= 0.0 && p <= 1.0, "openreg: bernoulli_ expects 0 <= p <= 1, got p=", p);
+    return fill_random(self, Dist::Bernoulli, p, 0.0, gen);
+}
+
 } // namespace
 
 const at::Generator &default_generator(c10::DeviceIndex index) {
@@ -159,6 +171,7 @@ const at::Generator &default_generator(c10::DeviceIndex index) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("uniform_", &torch_openreg::uniform_);
     m.impl("normal_", &torch_openreg::normal_);
+    m.impl("bernoulli_.float", &torch_openreg::bernoulli_);
 }
 
 TORCH_OPENREG_BINDINGS(generator) {

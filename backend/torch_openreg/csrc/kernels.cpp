@@ -2,7 +2,9 @@
 // copied by the runtime, so they live in plain structs on the caller's stack.
 #include <cstring>
 
+#include <c10/core/ScalarType.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/complex.h>
 #include <c10/util/Half.h>
 
 #include "common.h"
@@ -103,7 +105,42 @@ void affine_kernel(const orKernelContext *ctx, void *p) {
         out[i] = static_cast<T>(a->a + a->b * static_cast<double>(a->in[i]));
 }
 
+struct ThresholdArgs {
+    void *out;
+    const float *in;
+    float threshold;
+    size_t n;
+};
+
+template <typename T>
+void threshold_kernel(const orKernelContext *ctx, void *p) {
+    const ThresholdArgs *a = static_cast<const ThresholdArgs *>(p);
+    size_t begin = static_cast<size_t>(ctx->blockIdx.x) * kBlockElems;
+    size_t end = std::min<size_t>(begin + kBlockElems, a->n);
+    T *out = static_cast<T *>(a->out);
+    for (size_t i = begin; i < end; i++)
+        out[i] = static_cast<T>(a->in[i] > a->threshold ? 1 : 0);
+}
+
 } // namespace
+
+void launch_threshold_from_float(void *out, c10::ScalarType out_type, const float *in,
+                                 float threshold, size_t n, orStream_t stream) {
+    if (n == 0)
+        return;
+    orKernel_t kernel = nullptr;
+    switch (out_type) {
+#define OR_THRESHOLD_CASE(ctype, name)                                                      \
+    case c10::ScalarType::name: kernel = threshold_kernel<ctype>; break;
+        AT_FORALL_SCALAR_TYPES_WITH_COMPLEX(OR_THRESHOLD_CASE)
+#undef OR_THRESHOLD_CASE
+    default: TORCH_CHECK(false, "openreg: no bernoulli kernel for dtype ", out_type);
+    }
+    ThresholdArgs args{out, in, threshold, n};
+    orDim3 grid = {static_cast<unsigned>((n + kBlockElems - 1) / kBlockElems), 1, 1};
+    orDim3 block = {1, 1, 1};
+    OR_TORCH_CHECK(orLaunchKernel(kernel, grid, block, &args, sizeof args, 0, stream));
+}
 
 bool launch_strided_copy(void *dst, c10::IntArrayRef dst_strides, const void *src,
                          c10::IntArrayRef src_strides, c10::IntArrayRef sizes, size_t itemsize,

@@ -30,4 +30,9 @@ bool launch_fill(void *dst, c10::IntArrayRef strides, c10::IntArrayRef sizes, co
 void launch_affine_from_float(void *out, c10::ScalarType out_type, const float *in, double a,
                               double b, size_t n, orStream_t stream);
 
+// out[i] = (T)(in[i] > threshold) for n contiguous elements, T any real
+// dtype or bool: a Bernoulli draw from uniforms in (0, 1].
+void launch_threshold_from_float(void *out, c10::ScalarType out_type, const float *in,
+                                 float threshold, size_t n, orStream_t stream);
+
 } // namespace torch_openreg

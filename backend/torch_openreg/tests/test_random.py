@@ -129,3 +129,27 @@ def test_nn_init_uses_device_generator(dev):
     assert torch.equal(w1, w2)
     cpu = torch.nn.Linear(20, 20).weight.detach()
     assert not torch.equal(w1, cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_bernoulli(dev, dtype):
+    torch.manual_seed(2)
+    m = torch.empty(200000, device=dev, dtype=dtype).bernoulli_(0.3).cpu()
+    assert m.dtype == dtype and set(m.float().unique().tolist()) == {0.0, 1.0}
+    assert abs(m.float().mean().item() - 0.3) < 0.01
+    assert torch.empty(100, device=dev, dtype=dtype).bernoulli_(0.0).cpu().sum() == 0
+    assert torch.empty(100, device=dev, dtype=dtype).bernoulli_(1.0).cpu().float().sum() == 100
+    with pytest.raises(RuntimeError, match="0 <= p <= 1"):
+        torch.empty(3, device=dev, dtype=dtype).bernoulli_(1.5)
+
+
+def test_dropout_draws_from_the_device_generator(dev):
+    x = torch.ones(10000, device=dev)
+    masks = []
+    for cpu_seed in (1, 2):
+        torch_openreg.manual_seed_all(42)
+        torch.random.default_generator.manual_seed(cpu_seed)  # the CPU's must not matter
+        masks.append(torch.nn.functional.dropout(x, 0.25).cpu())
+    assert torch.equal(masks[0], masks[1])
+    assert torch.equal(masks[0].unique(), torch.tensor([0.0, 1.0 / 0.75]))
+    assert abs((masks[0] == 0).float().mean().item() - 0.25) < 0.02

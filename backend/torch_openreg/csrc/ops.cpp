@@ -99,8 +99,27 @@ void sync_stream(c10::DeviceIndex index) {
     }
 }
 
+// Work enqueued on `waiter` (of device `wi`) from now on runs after the work
+// queued so far on `signaler` (of device `si`).
+void stream_wait_stream(c10::DeviceIndex wi, orStream_t waiter, c10::DeviceIndex si,
+                        orStream_t signaler) {
+    orEvent_t ready = nullptr;
+    {
+        DeviceScope scope(si);
+        OR_TORCH_CHECK(orEventCreateWithFlags(&ready, orEventDisableTiming));
+        orError_t err = orEventRecord(ready, signaler);
+        if (err != orSuccess)
+            orEventDestroy(ready);
+        OR_TORCH_CHECK(err);
+    }
+    DeviceScope scope(wi);
+    orError_t err = orStreamWaitEvent(waiter, ready, 0);
+    orEventDestroy(ready); // the runtime keeps it until the wait is satisfied
+    OR_TORCH_CHECK(err);
+}
+
 // dst (device) <- src (device), same dtype and shape.
-void copy_device_to_device(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
+void copy_device_to_device(const at::Tensor &src, const at::Tensor &dst) {
     c10::DeviceIndex si = src.device().index(), di = dst.device().index();
     c10::DeviceGuard guard(dst.device());
     orStream_t stream = current_stream_handle(di);
@@ -118,13 +137,16 @@ void copy_device_to_device(const at::Tensor &src, const at::Tensor &dst, bool no
         OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), s.data_ptr(), nbytes, orMemcpyDeviceToDevice,
                                      stream));
     } else {
-        // The source's queued work (on its own current stream) must be done.
-        if (!non_blocking)
-            sync_stream(si);
+        // As CUDA does between devices: the copy (on the destination's
+        // current stream) waits for the source's current stream, and the
+        // source's stream then waits for the copy before it may overwrite.
+        orStream_t src_stream = current_stream_handle(si);
+        stream_wait_stream(di, stream, si, src_stream);
         OR_TORCH_CHECK(orMemcpyPeerAsync(d.data_ptr(), di, s.data_ptr(), si, nbytes, stream));
+        stream_wait_stream(si, src_stream, di, stream);
     }
     if (!d.is_same(dst))
-        copy_device_to_device(d, dst, non_blocking);
+        copy_device_to_device(d, dst);
 }
 
 // The host side of a copy, with the dtype and layout of `like` (a CPU tensor
@@ -134,11 +156,11 @@ at::Tensor host_buffer(const at::Tensor &like) {
                                         at::MemoryFormat::Contiguous));
 }
 
-at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking) {
-    TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
-                "openreg: copy between tensors of sizes ", self.sizes(), " and ", dst.sizes());
-    if (self.numel() == 0)
+at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
+    if (dst.numel() == 0)
         return dst;
+    // copy_ hands external backends its source unbroadcast.
+    const at::Tensor self = src.sizes() == dst.sizes() ? src : src.expand(dst.sizes());
     bool src_dev = self.device().type() == kDeviceType;
     bool dst_dev = dst.device().type() == kDeviceType;
     TORCH_CHECK(src_dev || self.is_cpu(), "openreg: cannot copy from ", self.device());
@@ -146,7 +168,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
 
     if (src_dev && dst_dev) {
         if (self.scalar_type() == dst.scalar_type()) {
-            copy_device_to_device(self, dst.view(self.sizes()), non_blocking);
+            copy_device_to_device(self, dst);
         } else {
             // Conversions run on the host.
             dst.copy_(self.to(at::kCPU).to(dst.scalar_type()));
@@ -167,7 +189,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
         if (!(non_blocking && direct && dst.is_pinned(self.device())))
             sync_stream(self.device().index());
         if (!direct)
-            dst.copy_(h.view(dst.sizes()));
+            dst.copy_(h);
         return dst;
     }
     // host -> device
@@ -182,7 +204,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
     if (!(non_blocking && h.is_same(self) && self.is_pinned(dst.device())))
         sync_stream(dst.device().index());
     if (!d.is_same(dst))
-        copy_device_to_device(d.view(dst.sizes()), dst, non_blocking);
+        copy_device_to_device(d, dst);
     return dst;
 }
 

@@ -203,3 +203,26 @@ def test_module_state_dict_round_trip(dev):
     m2 = torch.nn.Linear(3, 2).to(dev)
     m2.load_state_dict(sd)
     assert torch.equal(m2.weight.cpu(), sd["weight"])
+
+
+def test_broadcasting_copies(dev):
+    x = torch.zeros(3, 4, device=dev)
+    x.copy_(torch.tensor(2.0))  # host scalar into the device
+    assert torch.equal(x.cpu(), torch.full((3, 4), 2.0))
+    x.copy_(torch.arange(4.0, device=dev))  # device row broadcast on the device
+    assert torch.equal(x.cpu(), torch.arange(4.0).expand(3, 4))
+    h = torch.zeros(2, 3, 4)
+    h.copy_(x)  # device into a larger host tensor
+    assert torch.equal(h, torch.arange(4.0).expand(2, 3, 4))
+    with pytest.raises(RuntimeError):
+        x.copy_(torch.ones(5))
+
+
+def test_cross_device_copy_is_ordered_after_source_stream(dev):
+    other = torch_openreg.device(1)
+    s = torch_openreg.Stream(dev)
+    with torch_openreg.stream(s):  # producer on a side stream of device 0
+        src = torch.zeros(1 << 20, device=dev)
+        src.fill_(3.0)
+        y = src.to(other)  # current stream of device 1 waits for s
+    assert y.sum().item() == 3.0 * (1 << 20)

@@ -306,8 +306,16 @@ ProcessGroupOCCL::~ProcessGroupOCCL() {
         stopping_ = true;
     }
     queue_cv_.notify_all();
-    if (watcher_.joinable())
-        watcher_.join();
+    // The watcher may need the GIL (the last reference to a tensor Python
+    // made frees its Python object): never join it holding the GIL.
+    if (watcher_.joinable()) {
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release no_gil;
+            watcher_.join();
+        } else {
+            watcher_.join();
+        }
+    }
     // Communicators go with the last work that holds them.
 }
 

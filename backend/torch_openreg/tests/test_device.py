@@ -95,3 +95,26 @@ def test_wrong_device_type_is_a_value_error():
         torch_openreg.set_device("zero")
     with pytest.raises(TypeError):
         torch_openreg.set_device(1.5)
+
+
+def _in_fresh_interpreter(code, **env):
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_devices_and_memory_come_from_runtime_configuration():
+    code = ("import torch_openreg as t; print(t.device_count(), "
+            "t.get_device_properties(2)['total_memory'], t.mem_get_info(2)[1])")
+    count, total, arena = _in_fresh_interpreter(code, OPENREG_DEVICES="3",
+                                                 OPENREG_DEVICE_PROFILE="v100")
+    assert count == "3"
+    assert int(total) == int(arena) == 32 << 30  # the v100 profile's memory
+    count, total, _ = _in_fresh_interpreter(code, OPENREG_DEVICES="3",
+                                            OPENREG_DEVICE_MEM="64M")
+    assert int(total) == 64 << 20

@@ -132,7 +132,7 @@ def check_reductions(gloo):
                 same(d, reduce_local(everyone(x, gloo), name), f"reduce {name} {dtype}")
             else:
                 everyone(x, gloo)  # the root's reference needs everyone's input
-            # reduce_scatter (list) and _reduce_scatter_base
+            # reduce_scatter (list) and reduce_scatter_tensor
             ins = [data(dtype, 5, RANK, salt=r) for r in range(SIZE)]
             out = torch.empty(5, dtype=dtype, device=DEV)
             dist.reduce_scatter(out, [t.to(DEV) for t in ins], op=op)
@@ -141,8 +141,8 @@ def check_reductions(gloo):
             same(out, want, f"reduce_scatter {name} {dtype}")
             flat = torch.cat(ins).to(DEV)
             out = torch.empty(5, dtype=dtype, device=DEV)
-            dist._reduce_scatter_base(out, flat, op=op)
-            same(out, want, f"_reduce_scatter_base {name} {dtype}")
+            dist.reduce_scatter_tensor(out, flat, op=op)
+            same(out, want, f"reduce_scatter_tensor {name} {dtype}")
         # all_reduce_coalesced: several tensors, one call
         if dtype != torch.bool:
             xs = [data(dtype, n, salt=n) for n in (3, 8, 1)]
@@ -169,7 +169,7 @@ def check_movement(gloo):
             ref = x.to(c)
             dist.broadcast(ref, src=root, group=gloo)
             same(d, ref.to(dtype), f"broadcast from {root} {dtype}")
-        # all_gather (list) and _all_gather_base
+        # all_gather (list) and all_gather_into_tensor
         outs = [torch.empty(7, dtype=dtype, device=DEV) for _ in range(SIZE)]
         dist.all_gather(outs, x.to(DEV))
         refs = [torch.empty(7, dtype=c) for _ in range(SIZE)]
@@ -178,8 +178,8 @@ def check_movement(gloo):
         for r in range(SIZE):
             same(outs[r], refs[r], f"all_gather part {r} {dtype}")
         flat = torch.empty(7 * SIZE, dtype=dtype, device=DEV)
-        dist._all_gather_base(flat, x.to(DEV))
-        same(flat, torch.cat(refs), f"_all_gather_base {dtype}")
+        dist.all_gather_into_tensor(flat, x.to(DEV))
+        same(flat, torch.cat(refs), f"all_gather_into_tensor {dtype}")
         # gather to rank 0, scatter from the last rank
         glist = [torch.empty(7, dtype=dtype, device=DEV) for _ in range(SIZE)] if RANK == 0 else None
         dist.gather(x.to(DEV), glist, dst=0)
@@ -255,6 +255,29 @@ def check_works(gloo):
     print(f"rank {RANK}: works ok ({checks_done} checks so far)", flush=True)
 
 
+def check_subgroup(gloo):
+    """A second occl group of ranks 0 and the last, beside the default one."""
+    members = sorted({0, SIZE - 1})
+    sub = dist.new_group(ranks=members, backend="occl")
+    sub_gloo = dist.new_group(ranks=members, backend="gloo")
+    x = data(torch.float32, 9, salt=5)
+    if RANK in members:
+        d = x.to(DEV)
+        dist.all_reduce(d, group=sub)
+        ref = x.clone()
+        dist.all_reduce(ref, group=sub_gloo)
+        same(d, ref, "all_reduce on an occl subgroup")
+        d = x.to(DEV)
+        dist.broadcast(d, src=SIZE - 1, group=sub)  # a global rank, as torch takes it
+        ref = x.clone()
+        dist.broadcast(ref, src=SIZE - 1, group=sub_gloo)
+        same(d, ref, "broadcast on an occl subgroup")
+    d = x.to(DEV)
+    dist.all_reduce(d)  # the default group is unaffected
+    same(d, reduce_local(everyone(x, gloo), "SUM"), "all_reduce beside a subgroup")
+    print(f"rank {RANK}: subgroup ok", flush=True)
+
+
 def expect_error(fn, *needles):
     global checks
     try:
@@ -291,14 +314,14 @@ def check_errors(gloo):
     expect_error(lambda: dist.all_gather([torch.zeros(3, device=DEV)] * (SIZE + 1),
                                          torch.zeros(3, device=DEV)),
                  f"the output list has {SIZE + 1} tensors, the group {SIZE} ranks")
-    expect_error(lambda: dist._all_gather_base(torch.zeros(3 * SIZE + 1, device=DEV),
+    expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(3 * SIZE + 1, device=DEV),
                                                torch.zeros(3, device=DEV)),
                  "occl _allgather_base", "elements")
     expect_error(lambda: dist.all_to_all_single(torch.zeros(SIZE, device=DEV),
                                                 torch.zeros(SIZE, device=DEV),
                                                 [1] * SIZE, [2] * SIZE),
                  "split sizes add up to")
-    expect_error(lambda: dist._all_gather_base(
+    expect_error(lambda: dist.all_gather_into_tensor(
         torch.zeros(3 * SIZE, dtype=torch.float64, device=DEV), torch.zeros(3, device=DEV)),
         "the output is torch.float64, the input torch.float32")
     expect_error(lambda: dist.all_reduce(torch.zeros(4, 4, device=DEV).t()), "not contiguous")
@@ -320,6 +343,7 @@ def main():
     check_reductions(gloo)
     check_movement(gloo)
     check_works(gloo)
+    check_subgroup(gloo)
     check_errors(gloo)
     dist.barrier()
     dist.destroy_process_group()

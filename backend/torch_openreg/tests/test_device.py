@@ -108,6 +108,20 @@ def _in_fresh_interpreter(code, **env):
     return r.stdout.split()
 
 
+def test_runtime_that_cannot_start_gives_errors_not_crashes():
+    code = """
+import torch, torch_openreg as t
+print(t.is_available())
+for call in (t.device_count, lambda: torch.ones(1, device=t.DEVICE_TYPE)):
+    try:
+        call()
+        print("no-error")
+    except RuntimeError as e:
+        print("orErrorInitialization" in str(e))
+"""
+    assert _in_fresh_interpreter(code, OPENREG_DEVICES="abc") == ["False", "True", "True"]
+
+
 def test_devices_and_memory_come_from_runtime_configuration():
     code = ("import torch_openreg as t; print(t.device_count(), "
             "t.get_device_properties(2)['total_memory'], t.mem_get_info(2)[1])")

@@ -6,8 +6,19 @@ import torch
 from . import _C
 from ._device import _index
 
+
+
+def _device_count_or_zero():
+    # A runtime that cannot start (bad OPENREG_* settings) leaves the package
+    # importable: is_available() is then False and device calls raise.
+    try:
+        return _C.device_count()
+    except RuntimeError:
+        return 0
+
+
 # torch.Generator objects over each device's default generator.
-default_generators = tuple(_C._default_generator(i) for i in range(_C.device_count()))
+default_generators = tuple(_C._default_generator(i) for i in range(_device_count_or_zero()))
 
 
 def _generator(device):

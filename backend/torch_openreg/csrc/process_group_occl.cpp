@@ -693,6 +693,47 @@ ProcessGroupOCCL::alltoall_base(at::Tensor &output, at::Tensor &input,
                });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor> &outputs,
+                                                          std::vector<at::Tensor> &inputs,
+                                                          const c10d::AllToAllOptions &) {
+    int n = getSize(), me = getRank();
+    TORCH_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(outputs.size()) == n,
+                "occl alltoall: ", inputs.size(), " input and ", outputs.size(),
+                " output tensors for a group of ", n, " ranks (one per rank each)");
+    check_tensor(inputs[0], "alltoall", "input 0");
+    for (int r = 0; r < n; r++) {
+        check_like(inputs[r], inputs[0], "alltoall", "an input tensor");
+        check_like(outputs[r], inputs[0], "alltoall", "an output tensor");
+    }
+    TORCH_CHECK(inputs[me].numel() == outputs[me].numel(), "occl alltoall: this rank sends "
+                "itself ", inputs[me].numel(), " elements but receives ", outputs[me].numel());
+    occlDataType_t type = occl_type(inputs[0].scalar_type(), "alltoall");
+    size_t esize = inputs[0].element_size();
+    return run("alltoall", c10d::OpType::ALLTOALL, inputs[0].device(), outputs, inputs,
+               [&](occlComm_t c, orStream_t s) {
+                   // As alltoall_base with split sizes: a copy to itself, then
+                   // every send and receive launched together.
+                   if (inputs[me].numel()) {
+                       orError_t e = orMemcpyAsync(outputs[me].data_ptr(), inputs[me].data_ptr(),
+                                                   inputs[me].numel() * esize,
+                                                   orMemcpyDeviceToDevice, s);
+                       TORCH_CHECK(e == orSuccess, "occl alltoall: the local copy failed: ",
+                                   orGetErrorString(e));
+                   }
+                   occlResult_t res = occlGroupStart();
+                   for (int p = 0; p < n && res == occlSuccess; p++) {
+                       if (p == me)
+                           continue;
+                       if (inputs[p].numel())
+                           res = occlSend(inputs[p].data_ptr(), inputs[p].numel(), type, p, c, s);
+                       if (res == occlSuccess && outputs[p].numel())
+                           res = occlRecv(outputs[p].data_ptr(), outputs[p].numel(), type, p, c, s);
+                   }
+                   occlResult_t end = occlGroupEnd();
+                   return res != occlSuccess ? res : end;
+               });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor> &tensors,
                                                       int dstRank, int) {
     const at::Tensor &t = single(tensors, "send");

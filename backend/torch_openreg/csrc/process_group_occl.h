@@ -108,6 +108,9 @@ class ProcessGroupOCCL : public c10d::ProcessGroup {
                                                  std::vector<int64_t> &outputSplitSizes,
                                                  std::vector<int64_t> &inputSplitSizes,
                                                  const c10d::AllToAllOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
+                                            std::vector<at::Tensor> &inputs,
+                                            const c10d::AllToAllOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dstRank,
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int srcRank,

@@ -211,6 +211,14 @@ def check_movement(gloo):
         ref = torch.empty(sum(recv_rows), 2, dtype=c)
         dist.all_to_all_single(ref, a.to(c), recv_rows, send_rows, group=gloo)
         same(d_out, ref.to(dtype), f"all_to_all_single with split sizes {dtype}")
+        # all_to_all with tensor lists: rank i sends rank j 1 + (i + 2j) % 3
+        # elements (gloo has no such call; the values are known everywhere)
+        ins = [data(dtype, 1 + (RANK + 2 * j) % 3, salt=j).to(DEV) for j in range(SIZE)]
+        outs = [torch.empty(1 + (j + 2 * RANK) % 3, dtype=dtype, device=DEV) for j in range(SIZE)]
+        dist.all_to_all(outs, ins)
+        for j in range(SIZE):
+            same(outs[j], data(dtype, 1 + (j + 2 * RANK) % 3, rank=j, salt=RANK),
+                 f"all_to_all part from {j} {dtype}")
         # send and recv around a ring
         if SIZE > 1:
             nxt, prv = (RANK + 1) % SIZE, (RANK - 1) % SIZE

@@ -3,7 +3,7 @@
 Run by mpiexec as one process per rank (dist-ddp-2x1.mpi):
     dist_ddp.py STORE_FILE
 The same small MLP, from the same initial weights, is trained for 20 steps
-of SGD on each rank's own batches twice: on openreg device 0 of each rank
+of SGD on each rank's own batches twice: on an openreg device of each rank
 with DDP over the occl default group, and on CPU with DDP over a gloo group.
 Every step's loss must agree within 1e-5, the trained weights too, and the
 occl replicas must be identical across ranks (gradients were averaged).
@@ -60,7 +60,10 @@ def main():
     dist.init_process_group("occl", init_method="file://" + sys.argv[1], rank=RANK,
                             world_size=SIZE, timeout=datetime.timedelta(seconds=120))
     gloo = dist.new_group(backend="gloo")
-    occl_losses, occl_params = train(torch_openreg.device(0), None)
+    # With several devices per rank, rank r trains on device r % count: not
+    # always device 0, nor the current one.
+    device = torch_openreg.device(RANK % torch_openreg.device_count())
+    occl_losses, occl_params = train(device, None)
     gloo_losses, gloo_params = train(torch.device("cpu"), gloo)
     for step, (a, b) in enumerate(zip(occl_losses, gloo_losses)):
         print(f"rank {RANK} step {step:2d}: loss occl {a:.8f} gloo {b:.8f}", flush=True)

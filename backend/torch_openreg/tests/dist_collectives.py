@@ -312,6 +312,8 @@ def check_errors(gloo):
                  "ReduceOp.BAND is not supported")
     expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.bool, device=DEV),
                                          op=dist.ReduceOp.AVG), "AVG of torch.bool")
+    expect_error(lambda: dist.recv(torch.zeros(3, device=DEV)),
+                 "does not support recvAnysource")
     # A rank outside the group: OCCL's own check, with its message.
     expect_error(lambda: dist.broadcast(torch.zeros(3, device=DEV), src=SIZE),
                  "occl broadcast failed", "invalid argument", f"root {SIZE} is not in [0, {SIZE})")

@@ -3,7 +3,8 @@
 dist.init_process_group("occl") with no arguments but the timeout: env://
 takes MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE from orrun. A gloo group
 works beside it. Then the group's timeout (3 s) reaches OCCL: rank 1 skips an
-all_reduce, and rank 0's call fails with OCCL's timeout message in time.
+all_reduce; rank 0's wait with a 1 s timeout gives up first, then its plain
+wait fails with OCCL's timeout message in time.
 """
 import ctypes
 import datetime
@@ -51,8 +52,19 @@ def main():
     done = torch.zeros(1)
     if rank == 0:
         start = time.monotonic()
+        work = dist.all_reduce(torch.ones(3, device=dev), async_op=True)
+        # A wait with a timeout of its own gives up first, the work still pending.
         try:
-            dist.all_reduce(torch.ones(3, device=dev))
+            work.wait(timeout=datetime.timedelta(seconds=1))
+            fail(rank, "a wait for an all_reduce without its peer succeeded")
+        except RuntimeError as e:
+            if "occl allreduce: not complete after 1000 ms" not in str(e):
+                fail(rank, f"the wait's timeout gave: {e}")
+        if work.is_completed():
+            fail(rank, "the work of an all_reduce without its peer is completed after 1 s")
+        print("rank 0: wait(timeout=1 s) gives up before OCCL does", flush=True)
+        try:
+            work.wait()
             fail(rank, "an all_reduce without its peer succeeded")
         except RuntimeError as e:
             took = time.monotonic() - start

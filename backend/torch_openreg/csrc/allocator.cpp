@@ -109,7 +109,8 @@ class DeviceAllocator final : public c10::Allocator {
         if (err == orErrorMemoryAllocation) {
             size_t free_bytes = 0, total = 0;
             orMemGetInfo(&free_bytes, &total);
-            TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg: out of memory on device ", static_cast<int>(index),
+            TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg: out of memory on device ",
+                             static_cast<int>(index),
                              ": tried to allocate ", nbytes, " bytes; ", free_bytes, " of ", total,
                              " bytes free (OPENREG_DEVICE_MEM sets the capacity)");
         }
@@ -136,6 +137,12 @@ class HostAllocator final : public c10::Allocator {
 
 DeviceAllocator g_device_allocator;
 HostAllocator g_host_allocator;
+} // namespace
+
+// c10::GetAllocator(PrivateUse1), for PyTorch's generic code.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
+
+namespace {
 
 // Pinned memory: on PyTorch 1.13, tensor.pin_memory(device) and
 // tensor.is_pinned(device) dispatch on the device argument's backend.

@@ -110,7 +110,8 @@ at::Tensor &fill_random(at::Tensor &self, Dist dist, double p0, double p1,
     orStream_t stream = current_stream_handle(index);
     bool direct = dist != Dist::Bernoulli && self.scalar_type() == at::kFloat &&
                   self.is_contiguous();
-    at::Tensor target = self.is_contiguous() ? self : at::empty_like(self, at::MemoryFormat::Contiguous);
+    at::Tensor target =
+        self.is_contiguous() ? self : at::empty_like(self, at::MemoryFormat::Contiguous);
     at::Tensor buffer = direct ? target : at::empty(self.sizes(), self.options().dtype(at::kFloat));
     float *out = buffer.data_ptr<float>();
     size_t n = static_cast<size_t>(self.numel());

@@ -48,8 +48,9 @@ void strided_kernel(const orKernelContext *ctx, void *p) {
     for (int64_t i = begin; i < end; i++) {
         int64_t d, s;
         offsets(a, i, &d, &s);
-        const void *from = a->src != nullptr ? static_cast<const void *>(a->src + s * static_cast<int64_t>(N))
-                                             : static_cast<const void *>(a->pattern);
+        const void *from = a->src != nullptr
+                               ? static_cast<const void *>(a->src + s * static_cast<int64_t>(N))
+                               : static_cast<const void *>(a->pattern);
         std::memcpy(a->dst + d * static_cast<int64_t>(N), from, N);
     }
 }

@@ -17,7 +17,7 @@ constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
 // Number of devices of this process (OPENREG_DEVICES); 0 if the runtime
 // cannot start (the error is then raised by the first real use).
 c10::DeviceIndex device_count() noexcept;
-// Raises IndexError-like c10::IndexError for an index outside [0, count).
+// Raises c10::IndexError (IndexError in Python) for an index outside [0, count).
 void check_device_index(int64_t index);
 c10::DeviceIndex current_device();
 
@@ -45,8 +45,6 @@ c10::Allocator *host_allocator();
 // Tensor.record_stream: the memory is freed only after `stream`'s work queued
 // so far, as well as its allocation stream's.
 void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream);
-// Called by the device allocator: bytes now allocated on a device.
-void record_alloc_stats(c10::DeviceIndex index, int64_t delta_bytes);
 
 // The default Philox generator of each device.
 const at::Generator &default_generator(c10::DeviceIndex index);

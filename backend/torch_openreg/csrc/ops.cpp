@@ -26,7 +26,8 @@ at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarTyp
     c10::Device d = device.value_or(c10::Device(kDeviceType, current_device()));
     check_device_index(d.has_index() ? d.index() : current_device());
     c10::DeviceGuard guard(d);
-    return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+    return at::detail::empty_generic(size, device_allocator(),
+                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                      c10::dtype_or_default(dtype), memory_format);
 }
 
@@ -198,7 +199,8 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
     at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
     OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), h.data_ptr(),
                                  static_cast<size_t>(h.numel()) * h.element_size(),
-                                 orMemcpyHostToDevice, current_stream_handle(dst.device().index())));
+                                 orMemcpyHostToDevice,
+                                 current_stream_handle(dst.device().index())));
     // The host buffer must outlive the copy: wait unless it is the caller's
     // pinned tensor itself.
     if (!(non_blocking && h.is_same(self) && self.is_pinned(dst.device())))

@@ -7,25 +7,34 @@
  *
  * Sets the runtime's variables for every rank (OPENREG_DEVICES,
  * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE, OPENREG_TOPO,
- * OPENREG_PLACEMENT for the options given, MPIR_CVAR_DEFAULT_THREAD_LEVEL unless set) and execs
- * 'mpiexec -n RANKS PROGRAM ARGS...'. Values are checked with the runtime's
- * own table and parser, so orrun accepts exactly what the runtime accepts.
+ * OPENREG_PLACEMENT, OPENREG_TIME, OPENREG_TRACE for the options given,
+ * MPIR_CVAR_DEFAULT_THREAD_LEVEL unless set), what torch.distributed's env://
+ * needs (MASTER_ADDR, MASTER_PORT: a free port, WORLD_SIZE) and execs
+ * 'mpiexec -n RANKS ORRUN --exec-rank -- PROGRAM ARGS...': mpiexec can only
+ * give every rank the same environment, so each rank starts as orrun again,
+ * adds its own RANK, LOCAL_RANK and LOCAL_WORLD_SIZE from the launcher's
+ * variables (PMI_RANK, ...) and execs the program. Values are checked with the
+ * runtime's own table and parser, so orrun accepts exactly what the runtime
+ * accepts.
  * --dry-run prints the plan instead: virtual nodes, and each device's cores
  * and NUMA node as the runtime's placement will choose them. docs/orrun.md
  * has sample output.
  *
  * Exit status: mpiexec's; 0 after --dry-run or --help; 1 if the dry run
  * cannot plan (the environment holds a value the runtime refuses, or hwloc
- * fails); 2 on a bad command line; 126 if mpiexec cannot be run; 127 if it
- * is not found.
+ * fails) or no TCP port is free; 2 on a bad command line; 126 if mpiexec
+ * cannot be run; 127 if it is not found.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,6 +123,9 @@ static void usage(FILE *f)
             "A variable whose option is not given keeps the environment's value (or the\n"
             "runtime's default). %s is set to %s\n"
             "unless already set, so programs calling plain MPI_Init work with the runtime.\n"
+            "For torch.distributed's env:// (dist.init_process_group(\"occl\")), every\n"
+            "rank gets MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port) unless set,\n"
+            "WORLD_SIZE=RANKS, and its own RANK, LOCAL_RANK and LOCAL_WORLD_SIZE.\n"
             "ORRUN_MPIEXEC names the mpiexec to run (default: mpiexec on PATH).\n"
             "\n"
             "Exit status: mpiexec's; 2 on a bad command line, 127 if mpiexec is not found,\n"
@@ -413,6 +425,115 @@ static int plan_topology(const options *o, long long nd, job_topology *jt)
     return 0;
 }
 
+/* ---- torch.distributed's environment --------------------------------------- */
+
+/* env:// needs the same MASTER_ADDR and MASTER_PORT in every rank (rank 0
+ * listens there) and each rank's own RANK. mpiexec gives every rank the same
+ * environment, so orrun passes the common part and starts each rank as
+ * 'orrun --exec-rank -- PROGRAM ARGS', which adds the rank's own variables
+ * from the launcher's and execs the program. */
+static const char *const master_addr = "127.0.0.1"; /* orrun launches on this host */
+static const char *const exec_rank_option = "--exec-rank";
+
+/* A TCP port nobody listens on now (for rank 0's c10d store); 0 if none. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY); /* the store listens on every address */
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* The first of the launcher variables set: Hydra (MPICH) first, then Open
+ * MPI, PMIx and Slurm. NULL if none. */
+static const char *launcher_value(const char *const *names, const char **which)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v) {
+            *which = *names;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+static bool is_count(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+/* 'orrun --exec-rank -- PROGRAM ARGS...', run by mpiexec in every rank. */
+static int exec_rank(int argc, char **argv)
+{
+    static const char *const rank_vars[] = {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                            "SLURM_PROCID", NULL};
+    static const char *const local_vars[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "SLURM_LOCALID", NULL};
+    static const char *const local_size_vars[] = {"MPI_LOCALNRANKS",
+                                                  "OMPI_COMM_WORLD_LOCAL_SIZE", NULL};
+    if (argc < 4 || strcmp(argv[2], "--") != 0) {
+        fprintf(stderr, "orrun: %s is how orrun starts each rank: 'orrun %s -- PROGRAM "
+                        "[ARGS...]' under mpiexec\n", exec_rank_option, exec_rank_option);
+        return 2;
+    }
+    const char *var = NULL, *local_var = NULL, *size_var = NULL;
+    const char *rank = launcher_value(rank_vars, &var);
+    if (!rank || !is_count(rank)) {
+        fprintf(stderr, "orrun: %s: the launcher gave no rank (%s%s%s; expected PMI_RANK): "
+                        "start jobs with 'orrun -n RANKS -- PROGRAM'\n", exec_rank_option,
+                var ? var : "no PMI_RANK", rank ? "=" : "", rank ? rank : "");
+        return 1;
+    }
+    const char *local = launcher_value(local_vars, &local_var);
+    const char *local_size = launcher_value(local_size_vars, &size_var);
+    /* orrun launches on one host: without the launcher's local view, the
+     * job's ranks are this host's. */
+    if (!local || !is_count(local))
+        local = rank;
+    if (!local_size || !is_count(local_size))
+        local_size = getenv("WORLD_SIZE");
+    if (setenv("RANK", rank, 1) != 0 || setenv("LOCAL_RANK", local, 1) != 0 ||
+        (local_size && setenv("LOCAL_WORLD_SIZE", local_size, 1) != 0)) {
+        fprintf(stderr, "orrun: cannot set RANK: %s\n", strerror(errno));
+        return 1;
+    }
+    execvp(argv[3], argv + 3);
+    int err = errno;
+    fprintf(stderr, "orrun: rank %s cannot run %s: %s\n", rank, argv[3], strerror(err));
+    return err == ENOENT ? 127 : 126;
+}
+
+/* This program's path, for mpiexec to start each rank with: the running
+ * binary itself (libtool's build-tree wrapper exports the library path). */
+static char *self_path(const char *argv0)
+{
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        char *copy = strdup(buf);
+        if (copy)
+            return copy;
+    }
+    return find_program(argv0);
+}
+
 /* ---- the dry run ------------------------------------------------------------ */
 
 static const char *plural(long long n) { return n == 1 ? "" : "s"; }
@@ -485,7 +606,8 @@ static int count_inside(hwloc_topology_t t, hwloc_const_cpuset_t set, hwloc_obj_
     return n > 0 ? n : 0;
 }
 
-static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_path)
+static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_path,
+                   const char *self)
 {
     if (check_environment(o))
         return 1;
@@ -640,9 +762,23 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
         printf("  %s=%s (already set, kept)\n", thread_level_var, level);
     else
         printf("  %s=%s\n", thread_level_var, thread_level);
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    if (addr)
+        printf("  MASTER_ADDR=%s (already set, kept)\n", addr);
+    else
+        printf("  MASTER_ADDR=%s\n", master_addr);
+    if (port)
+        printf("  MASTER_PORT=%s (already set, kept)\n", port);
+    else
+        printf("  MASTER_PORT=a free port, chosen at launch\n");
+    printf("  WORLD_SIZE=%lld\n", ranks);
+    printf("  RANK, LOCAL_RANK, LOCAL_WORLD_SIZE: each rank's own, set by orrun %s\n",
+           exec_rank_option);
     printf("command:\n  ");
     print_word(mpiexec_path ? mpiexec_path : mpiexec);
-    printf(" -n %lld", ranks);
+    printf(" -n %lld ", ranks);
+    print_word(self ? self : "orrun");
+    printf(" %s --", exec_rank_option);
     for (char **a = o->program; *a; a++) {
         putchar(' ');
         print_word(*a);
@@ -672,16 +808,25 @@ static void warn_thread_level(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], exec_rank_option) == 0)
+        return exec_rank(argc, argv);
     options o;
     parse_args(argc, argv, &o);
     warn_thread_level();
 
     const char *mpiexec = mpiexec_name();
     char *path = find_program(mpiexec);
+    char *self = self_path(argv[0]);
     if (o.dry_run) {
-        int rc = dry_run(&o, mpiexec, path);
+        int rc = dry_run(&o, mpiexec, path, self);
         free(path);
+        free(self);
         return rc;
+    }
+    if (!self) {
+        fprintf(stderr, "orrun: cannot find its own program to start the ranks with\n");
+        free(path);
+        return 1;
     }
     /* A job that does not fit its topology stops here, before any rank. */
     job_topology jt = {0};
@@ -689,6 +834,7 @@ int main(int argc, char **argv)
     if (effective_value(&o.s[S_DEVICES], &devices) == 0 &&
         plan_topology(&o, devices.value, &jt)) {
         free(path);
+        free(self);
         return 1;
     }
     job_topology_free(&jt);
@@ -714,12 +860,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "orrun: cannot set %s: %s\n", thread_level_var, strerror(errno));
         return 1;
     }
+    char port[16], world[24];
+    snprintf(world, sizeof world, "%lld", o.ranks);
+    if (!getenv("MASTER_PORT")) {
+        int p = free_port();
+        if (!p) {
+            fprintf(stderr, "orrun: no free TCP port for MASTER_PORT: %s (set MASTER_PORT)\n",
+                    strerror(errno));
+            return 1;
+        }
+        snprintf(port, sizeof port, "%d", p);
+        if (setenv("MASTER_PORT", port, 1) != 0) {
+            fprintf(stderr, "orrun: cannot set MASTER_PORT: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+    if (setenv("MASTER_ADDR", master_addr, 0) != 0 || setenv("WORLD_SIZE", world, 1) != 0) {
+        fprintf(stderr, "orrun: cannot set MASTER_ADDR: %s\n", strerror(errno));
+        return 1;
+    }
 
-    /* mpiexec -n RANKS PROGRAM ARGS...: the program's words pass unchanged. */
+    /* mpiexec -n RANKS ORRUN --exec-rank -- PROGRAM ARGS...: the program's
+     * words pass unchanged. */
     int nprog = 0;
     while (o.program[nprog])
         nprog++;
-    char **args = calloc((size_t)nprog + 4, sizeof *args);
+    char **args = calloc((size_t)nprog + 7, sizeof *args);
     char ranks[24];
     if (!args) {
         fprintf(stderr, "orrun: out of memory\n");
@@ -729,8 +895,11 @@ int main(int argc, char **argv)
     args[0] = (char *)mpiexec;
     args[1] = "-n";
     args[2] = ranks;
-    memcpy(args + 3, o.program, (size_t)nprog * sizeof *args);
-    args[nprog + 3] = NULL;
+    args[3] = self;
+    args[4] = (char *)exec_rank_option;
+    args[5] = "--";
+    memcpy(args + 6, o.program, (size_t)nprog * sizeof *args);
+    args[nprog + 6] = NULL;
     fflush(NULL);
     execv(path, args);
     /* Only reached when the exec failed. */
@@ -738,5 +907,6 @@ int main(int argc, char **argv)
     fprintf(stderr, "orrun: cannot run %s: %s\n", path, strerror(err));
     free(args);
     free(path);
+    free(self);
     return err == ENOENT ? 127 : 126;
 }

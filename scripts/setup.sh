@@ -17,6 +17,7 @@ PACKAGES=(
     libcriterion-dev
     libxml2-dev
     valgrind
+    python3-torch libtorch-dev python3-pytest
 )
 
 deps_only=no

@@ -20,7 +20,7 @@ if [ "$check_rc" -ne 0 ]; then
             echo "==================== $log ===================="
             cat "$log" 2>/dev/null || echo "(no log)"
         fi
-    done < <(find tests -name '*.trs' | sort)
+    done < <(find tests backend -name '*.trs' 2>/dev/null | sort)
     echo
 fi
 

@@ -5,7 +5,8 @@
 #
 # Adds up Criterion's closing lines
 #   [====] Synthesis: Tested: N | Passing: N | Failing: N | Crashing: N
-# over BUILD_DIR/tests/**/*.log and prints
+# and pytest's ("N failed, N passed, N errors in 1.2s") over the logs under
+# BUILD_DIR/tests and BUILD_DIR/backend, and prints
 #   tests: P passed, F failed
 # with F = failing + crashing. A test program whose log has no Synthesis line
 # (it died before printing one, or it is not a Criterion program) counts as
@@ -28,7 +29,9 @@ failed=0
 programs=0
 
 # Log names never contain newlines here: they are Automake test names.
-for log in $(find "$logs_dir" -name '*.log' ! -name 'test-suite.log' | sort); do
+extra_dirs=
+[ -d "$build_dir/backend" ] && extra_dirs=$build_dir/backend
+for log in $(find "$logs_dir" $extra_dirs -name '*.log' ! -name 'test-suite.log' | sort); do
     trs=${log%.log}.trs
     result=
     if [ -f "$trs" ]; then
@@ -36,7 +39,22 @@ for log in $(find "$logs_dir" -name '*.log' ! -name 'test-suite.log' | sort); do
     fi
     # Criterion colours its output on a terminal; strip escapes to be safe.
     line=$(sed "s/${esc}\[[0-9;]*m//g" "$log" | grep 'Synthesis: Tested:' | tail -n 1)
-    if [ -n "$line" ]; then
+    pyline=$(grep -E '^=* *([0-9]+ (passed|failed|errors?)(, )?)+.* in [0-9.]+s' "$log" | tail -n 1)
+    if [ -z "$line" ] && [ -n "$pyline" ]; then
+        count() { printf '%s\n' "$pyline" | sed -n "s/.*[^0-9]\([0-9][0-9]*\) $1.*/\1/p;s/^\([0-9][0-9]*\) $1.*/\1/p" | head -n 1; }
+        p=$(count passed) f=$(count failed) e=$(count error)
+        passed=$((passed + ${p:-0}))
+        failed=$((failed + ${f:-0} + ${e:-0}))
+        programs=$((programs + 1))
+        case $result in
+        FAIL | ERROR | XPASS)
+            if [ $((${f:-0} + ${e:-0})) -eq 0 ]; then
+                echo "summary.sh: $log: all tests passed but the program failed ($result)" >&2
+                failed=$((failed + 1))
+            fi
+            ;;
+        esac
+    elif [ -n "$line" ]; then
         counts=$(printf '%s\n' "$line" | sed -n \
             's/.*Tested: *\([0-9]*\) *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\2 \3 \4/p')
         if [ -z "$counts" ]; then

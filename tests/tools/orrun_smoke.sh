@@ -65,7 +65,11 @@ expect "dry run: 8 devices, each on a core of its own" own_cores
 expect "dry run: the environment it would set" \
     has_all '^  OPENREG_DEVICES=2$' '^  OPENREG_RANKS_PER_NODE=2$' \
     '^  MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_MULTIPLE$'
-expect "dry run: the mpiexec command line" has "^  $fake -n 4 \./tests/mpi/ring\$"
+expect "dry run: torch.distributed's variables" \
+    has_all '^  MASTER_ADDR=127\.0\.0\.1$' '^  MASTER_PORT=a free port, chosen at launch$' \
+    '^  WORLD_SIZE=4$' "^  RANK, LOCAL_RANK, LOCAL_WORLD_SIZE: each rank's own"
+expect "dry run: the mpiexec command line starts each rank through orrun --exec-rank" \
+    has "^  $fake -n 4 [^ ]*orrun --exec-rank -- \./tests/mpi/ring\$"
 
 run env OPENREG_DEVICES=abc "$ORRUN" -n 2 --dry-run -- prog
 expect "dry run with OPENREG_DEVICES=abc in the environment exits 1 naming it" \
@@ -76,8 +80,16 @@ expect "dry run with OPENREG_DEVICES=abc in the environment exits 1 naming it" \
 run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 3 -d 4 --ranks-per-node 3 --bind numa \
     --profile a100 -- prog 'a b' --dry-run -n 9
 expect "launch exits with mpiexec's status (0)" status_is 0
-expect "mpiexec gets -n 3, then the program and its arguments unchanged" \
-    [ "$(arg_list)" = "-n|3|prog|a b|--dry-run|-n|9|" ]
+# Line 3 is orrun's own path, which differs between build tree and install.
+arg_list_but_self() { sed 3d "$tmp/args" | tr '\n' '|'; }
+expect "mpiexec gets -n 3, orrun --exec-rank --, then the program and its arguments unchanged" \
+    [ "$(arg_list_but_self)" = "-n|3|--exec-rank|--|prog|a b|--dry-run|-n|9|" ]
+expect "each rank starts as orrun itself" grep -q 'orrun$' "$tmp/args"
+torch_env() {
+    env_has MASTER_ADDR=127.0.0.1 && grep -Eqx 'MASTER_PORT=[1-9][0-9]*' "$tmp/env" &&
+        env_has WORLD_SIZE=3 && env_lacks RANK
+}
+expect "torch.distributed's env:// gets MASTER_ADDR, a MASTER_PORT and WORLD_SIZE" torch_env
 options_set() {
     env_has OPENREG_DEVICES=4 && env_has OPENREG_RANKS_PER_NODE=3 &&
         env_has OPENREG_BIND=numa && env_has OPENREG_DEVICE_PROFILE=a100
@@ -102,6 +114,33 @@ user_values_kept() {
 expect "an option overrides the environment, the others keep it" \
     status_and 0 user_values_kept
 
+run env ORRUN_MPIEXEC="$fake" MASTER_ADDR=10.1.2.3 MASTER_PORT=4242 WORLD_SIZE=9 \
+    "$ORRUN" -n 2 -- prog
+master_kept() {
+    env_has MASTER_ADDR=10.1.2.3 && env_has MASTER_PORT=4242 && env_has WORLD_SIZE=2
+}
+expect "MASTER_ADDR and MASTER_PORT already set are kept; WORLD_SIZE is -n's" \
+    status_and 0 master_kept
+
+# --exec-rank: what each rank runs; the rank's variables come from the launcher's.
+show='echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE"'
+run env PMI_RANK=5 MPI_LOCALRANKID=1 MPI_LOCALNRANKS=4 "$ORRUN" --exec-rank -- sh -c "$show"
+expect "--exec-rank sets RANK, LOCAL_RANK, LOCAL_WORLD_SIZE from PMI_RANK, MPI_LOCALRANKID, MPI_LOCALNRANKS" \
+    status_and 0 has '^RANK=5 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4$'
+run env -u PMI_RANK OMPI_COMM_WORLD_RANK=2 WORLD_SIZE=3 "$ORRUN" --exec-rank -- sh -c "$show"
+expect "--exec-rank under Open MPI's variables; LOCAL_RANK defaults to RANK" \
+    status_and 0 has '^RANK=2 LOCAL_RANK=2 LOCAL_WORLD_SIZE=3$'
+run env -u PMI_RANK "$ORRUN" --exec-rank -- sh -c "$show"
+expect "--exec-rank without a launcher's rank exits 1 saying so" \
+    status_and 1 has_err 'the launcher gave no rank'
+run env PMI_RANK=x1 "$ORRUN" --exec-rank -- sh -c "$show"
+expect "--exec-rank with PMI_RANK=x1 exits 1 naming it" status_and 1 has_err 'PMI_RANK=x1'
+run env PMI_RANK=0 "$ORRUN" --exec-rank sh
+expect "--exec-rank without '--' exits 2" status_and 2 has_err "orrun --exec-rank -- PROGRAM"
+run env PMI_RANK=0 "$ORRUN" --exec-rank -- /nonexistent/prog
+expect "--exec-rank of a missing program exits 127 naming it" \
+    status_and 127 has_err 'rank 0 cannot run /nonexistent/prog'
+
 run env ORRUN_MPIEXEC="$fake" MPIR_CVAR_DEFAULT_THREAD_LEVEL=MPI_THREAD_FUNNELED \
     "$ORRUN" -n 1 -- prog
 level_kept() {
@@ -124,6 +163,15 @@ if command -v mpiexec >/dev/null 2>&1; then
     else
         skip "ring run (no ./tests/mpi/ring: 'make check' builds it)"
     fi
+    # Every rank gets its own RANK and the same MASTER_ADDR, MASTER_PORT, WORLD_SIZE.
+    run "$ORRUN" -n 3 -- sh -c \
+        'echo "rank $RANK local $LOCAL_RANK of $LOCAL_WORLD_SIZE world $WORLD_SIZE at $MASTER_ADDR:$MASTER_PORT"'
+    ranks_env() {
+        [ "$(sed 's/ at .*//' "$tmp/out" | sort | tr '\n' '|')" = \
+            "rank 0 local 0 of 3 world 3|rank 1 local 1 of 3 world 3|rank 2 local 2 of 3 world 3|" ] &&
+            [ "$(sed -n 's/.* at //p' "$tmp/out" | sort -u | grep -Ec '^127\.0\.0\.1:[1-9][0-9]*$')" -eq 1 ]
+    }
+    expect "orrun -n 3: ranks 0, 1, 2, one MASTER_ADDR:MASTER_PORT" status_and 0 ranks_env
     if [ -x ./tests/mpi/thread_level ]; then
         run "$ORRUN" -n 2 -- ./tests/mpi/thread_level --expect-success
         expect "plain MPI_Init under orrun gets MPI_THREAD_MULTIPLE" status_is 0

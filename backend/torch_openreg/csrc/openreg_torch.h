@@ -1,0 +1,52 @@
+// openreg_torch.h - what the device sources of torch_openreg share: device
+// scopes, streams, allocators and generators of the openreg PrivateUse1
+// device. Only the runtime's public API (openreg.h) is used underneath.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include "common.h"
+
+namespace torch_openreg {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+
+// Number of devices of this process (OPENREG_DEVICES); 0 if the runtime
+// cannot start (the error is then raised by the first real use).
+c10::DeviceIndex device_count() noexcept;
+// Raises c10::IndexError (IndexError in Python) for an index outside [0, count).
+void check_device_index(int64_t index);
+c10::DeviceIndex current_device();
+
+// Makes `index` the calling thread's current runtime device for a scope.
+class DeviceScope {
+  public:
+    explicit DeviceScope(c10::DeviceIndex index);
+    ~DeviceScope();
+    DeviceScope(const DeviceScope &) = delete;
+    DeviceScope &operator=(const DeviceScope &) = delete;
+
+  private:
+    int previous_;
+    bool switched_;
+};
+
+// Streams: id 0 is the device's default stream (orStream_t NULL); other ids
+// name streams of a per-device pool created on first use.
+orStream_t stream_handle(const c10::Stream &stream);
+c10::Stream current_stream(c10::DeviceIndex index);
+orStream_t current_stream_handle(c10::DeviceIndex index);
+
+c10::Allocator *device_allocator();
+c10::Allocator *host_allocator();
+// Tensor.record_stream: the memory is freed only after `stream`'s work queued
+// so far, as well as its allocation stream's.
+void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream);
+
+// The default Philox generator of each device.
+const at::Generator &default_generator(c10::DeviceIndex index);
+
+} // namespace torch_openreg

@@ -1,0 +1,286 @@
+// ops.cpp - the native ops of the openreg device: factories, views, resize,
+// copies (on the current stream), fill and zero, scalar reads; everything
+// else goes through the boxed CPU fallback: inputs copied to the host,
+// the CPU kernel run, results copied back. All device memory is reached
+// through runtime copies and kernels, never dereferenced by host code, so
+// strict mode (OPENREG_STRICT=1) holds through the fallback too.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include "kernels.h"
+#include "openreg_torch.h"
+
+namespace torch_openreg {
+namespace {
+
+at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
+                               c10::optional<at::Layout> layout, c10::optional<at::Device> device,
+                               c10::optional<bool> pin_memory,
+                               c10::optional<at::MemoryFormat> memory_format) {
+    c10::Device d = device.value_or(c10::Device(kDeviceType, current_device()));
+    check_device_index(d.has_index() ? d.index() : current_device());
+    c10::DeviceGuard guard(d);
+    return at::detail::empty_generic(size, device_allocator(),
+                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                     c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> layout,
+                         c10::optional<at::Device> device, c10::optional<bool> pin_memory) {
+    c10::Device d = device.value_or(c10::Device(kDeviceType, current_device()));
+    check_device_index(d.has_index() ? d.index() : current_device());
+    c10::DeviceGuard guard(d);
+    return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                             c10::dtype_or_default(dtype));
+}
+
+// Grows the storage (never shrinks it, as CPU and CUDA do); old bytes are
+// copied on the device.
+const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size,
+                          c10::optional<at::MemoryFormat> memory_format) {
+    c10::TensorImpl *impl = self.unsafeGetTensorImpl();
+    impl->set_sizes_contiguous(size);
+    if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve)
+        impl->empty_tensor_restride(*memory_format);
+    size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                     self.dtype().itemsize(),
+                                                     self.storage_offset());
+    c10::Storage storage = self.storage();
+    if (needed > storage.nbytes()) {
+        c10::DeviceGuard guard(self.device());
+        c10::DataPtr fresh = device_allocator()->allocate(needed);
+        if (storage.nbytes() > 0 && storage.data() != nullptr)
+            OR_TORCH_CHECK(orMemcpyAsync(fresh.get(), storage.data(), storage.nbytes(),
+                                         orMemcpyDeviceToDevice,
+                                         current_stream_handle(self.device().index())));
+        storage.set_data_ptr_noswap(std::move(fresh));
+        storage.set_nbytes(needed);
+    }
+    return self;
+}
+
+at::Tensor &set_empty(at::Tensor &self) {
+    c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
+    return at::native::set_storage_cpu_(self, storage, 0, {0}, {});
+}
+
+// A copy of `src` (on the device) with contiguous layout on the same device,
+// made by a kernel on the current stream.
+at::Tensor device_contiguous(const at::Tensor &src) {
+    if (src.is_contiguous())
+        return src;
+    at::Tensor out = at::empty(src.sizes(), src.options());
+    c10::DeviceGuard guard(src.device());
+    TORCH_CHECK(launch_strided_copy(out.data_ptr(), out.strides(), src.data_ptr(), src.strides(),
+                                    src.sizes(), src.element_size(),
+                                    current_stream_handle(src.device().index())),
+                "openreg: tensors of more than ", kMaxKernelDims,
+                " dimensions are not supported on the device");
+    return out;
+}
+
+void sync_stream(c10::DeviceIndex index) {
+    DeviceScope scope(index); // a NULL handle means the current device's default stream
+    orStream_t stream = current_stream_handle(index);
+    // Other Python threads run meanwhile (ops called from Python usually
+    // run without the GIL already).
+    if (PyGILState_Check()) {
+        pybind11::gil_scoped_release no_gil;
+        OR_TORCH_CHECK(orStreamSynchronize(stream));
+    } else {
+        OR_TORCH_CHECK(orStreamSynchronize(stream));
+    }
+}
+
+// Work enqueued on `waiter` (of device `wi`) from now on runs after the work
+// queued so far on `signaler` (of device `si`).
+void stream_wait_stream(c10::DeviceIndex wi, orStream_t waiter, c10::DeviceIndex si,
+                        orStream_t signaler) {
+    orEvent_t ready = nullptr;
+    {
+        DeviceScope scope(si);
+        OR_TORCH_CHECK(orEventCreateWithFlags(&ready, orEventDisableTiming));
+        orError_t err = orEventRecord(ready, signaler);
+        if (err != orSuccess)
+            orEventDestroy(ready);
+        OR_TORCH_CHECK(err);
+    }
+    DeviceScope scope(wi);
+    orError_t err = orStreamWaitEvent(waiter, ready, 0);
+    orEventDestroy(ready); // the runtime keeps it until the wait is satisfied
+    OR_TORCH_CHECK(err);
+}
+
+// dst (device) <- src (device), same dtype and shape.
+void copy_device_to_device(const at::Tensor &src, const at::Tensor &dst) {
+    c10::DeviceIndex si = src.device().index(), di = dst.device().index();
+    c10::DeviceGuard guard(dst.device());
+    orStream_t stream = current_stream_handle(di);
+    if (si == di && !(dst.is_contiguous() && src.is_contiguous())) {
+        TORCH_CHECK(launch_strided_copy(dst.data_ptr(), dst.strides(), src.data_ptr(),
+                                        src.strides(), src.sizes(), src.element_size(), stream),
+                    "openreg: tensors of more than ", kMaxKernelDims,
+                    " dimensions are not supported on the device");
+        return;
+    }
+    at::Tensor s = device_contiguous(src);
+    at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+    size_t nbytes = static_cast<size_t>(s.numel()) * s.element_size();
+    if (si == di) {
+        OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), s.data_ptr(), nbytes, orMemcpyDeviceToDevice,
+                                     stream));
+    } else {
+        // As CUDA does between devices: the copy (on the destination's
+        // current stream) waits for the source's current stream, and the
+        // source's stream then waits for the copy before it may overwrite.
+        orStream_t src_stream = current_stream_handle(si);
+        stream_wait_stream(di, stream, si, src_stream);
+        OR_TORCH_CHECK(orMemcpyPeerAsync(d.data_ptr(), di, s.data_ptr(), si, nbytes, stream));
+        stream_wait_stream(si, src_stream, di, stream);
+    }
+    if (!d.is_same(dst))
+        copy_device_to_device(d, dst);
+}
+
+// The host side of a copy, with the dtype and layout of `like` (a CPU tensor
+// usable by orMemcpy: contiguous).
+at::Tensor host_buffer(const at::Tensor &like) {
+    return at::empty(like.sizes(), like.options().device(at::kCPU).memory_format(
+                                        at::MemoryFormat::Contiguous));
+}
+
+at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
+    if (dst.numel() == 0)
+        return dst;
+    // copy_ hands external backends its source unbroadcast.
+    const at::Tensor self = src.sizes() == dst.sizes() ? src : src.expand(dst.sizes());
+    bool src_dev = self.device().type() == kDeviceType;
+    bool dst_dev = dst.device().type() == kDeviceType;
+    TORCH_CHECK(src_dev || self.is_cpu(), "openreg: cannot copy from ", self.device());
+    TORCH_CHECK(dst_dev || dst.is_cpu(), "openreg: cannot copy to ", dst.device());
+
+    if (src_dev && dst_dev) {
+        if (self.scalar_type() == dst.scalar_type()) {
+            copy_device_to_device(self, dst);
+        } else {
+            // Conversions run on the host.
+            dst.copy_(self.to(at::kCPU).to(dst.scalar_type()));
+        }
+        return dst;
+    }
+    if (src_dev) { // device -> host
+        at::Tensor s = device_contiguous(self);
+        c10::DeviceGuard guard(self.device());
+        bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type();
+        at::Tensor h = direct ? dst : host_buffer(s);
+        OR_TORCH_CHECK(orMemcpyAsync(h.data_ptr(), s.data_ptr(),
+                                     static_cast<size_t>(s.numel()) * s.element_size(),
+                                     orMemcpyDeviceToHost,
+                                     current_stream_handle(self.device().index())));
+        // Asynchronous only into pinned memory, as CUDA: the caller then
+        // synchronizes before reading.
+        if (!(non_blocking && direct && dst.is_pinned(self.device())))
+            sync_stream(self.device().index());
+        if (!direct)
+            dst.copy_(h);
+        return dst;
+    }
+    // host -> device
+    at::Tensor h = self.to(dst.scalar_type()).contiguous();
+    c10::DeviceGuard guard(dst.device());
+    at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+    OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), h.data_ptr(),
+                                 static_cast<size_t>(h.numel()) * h.element_size(),
+                                 orMemcpyHostToDevice,
+                                 current_stream_handle(dst.device().index())));
+    // The host buffer must outlive the copy: wait unless it is the caller's
+    // pinned tensor itself.
+    if (!(non_blocking && h.is_same(self) && self.is_pinned(dst.device())))
+        sync_stream(dst.device().index());
+    if (!d.is_same(dst))
+        copy_device_to_device(d, dst);
+    return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
+    if (dst.sizes() != self.sizes())
+        dst.resize_(self.sizes());
+    return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor &self) {
+    return at::_local_scalar_dense(self.to(at::kCPU));
+}
+
+at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
+    if (self.numel() == 0)
+        return self;
+    // The element's bytes, converted on the host.
+    at::Tensor pattern = at::empty({1}, self.options().device(at::kCPU));
+    pattern.fill_(value);
+    c10::DeviceGuard guard(self.device());
+    TORCH_CHECK(launch_fill(self.data_ptr(), self.strides(), self.sizes(), pattern.data_ptr(),
+                            self.element_size(), current_stream_handle(self.device().index())),
+                "openreg: tensors of more than ", kMaxKernelDims,
+                " dimensions are not supported on the device");
+    return self;
+}
+
+at::Tensor &zero_(at::Tensor &self) {
+    if (self.numel() == 0)
+        return self;
+    if (self.is_contiguous()) {
+        c10::DeviceGuard guard(self.device());
+        OR_TORCH_CHECK(orMemsetAsync(self.data_ptr(), 0,
+                                     static_cast<size_t>(self.numel()) * self.element_size(),
+                                     current_stream_handle(self.device().index())));
+        return self;
+    }
+    return fill_scalar(self, 0);
+}
+
+void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+    at::native::cpu_fallback(op, stack);
+}
+
+} // namespace
+} // namespace torch_openreg
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    using namespace torch_openreg;
+    m.impl("empty.memory_format", &empty_memory_format);
+    m.impl("empty_strided", &empty_strided);
+    m.impl("as_strided", &at::native::as_strided_tensorimpl);
+    m.impl("view", &at::native::view);
+    m.impl("_reshape_alias", &at::native::_reshape_alias);
+    m.impl("resize_", &resize_);
+    m.impl("set_.source_Storage", &at::native::set_);
+    m.impl("set_.source_Storage_storage_offset", &at::native::set_storage_cpu_);
+    m.impl("set_.source_Tensor", &at::native::set_tensor_);
+    m.impl("set_", &set_empty);
+    m.impl("_copy_from", &copy_from);
+    m.impl("_copy_from_and_resize", &copy_from_and_resize);
+    m.impl("_local_scalar_dense", &local_scalar_dense);
+    m.impl("fill_.Scalar", &fill_scalar);
+    m.impl("zero_", &zero_);
+}
+
+// Functional ops whose generic (CompositeExplicitAutogradNonFunctional)
+// kernel would call their out= variant with an output its CPU kernel
+// resizes (a PyTorch 1.13 deprecation warning): straight to the CPU.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("mse_loss",
+           torch::CppFunction::makeFromBoxedFunction<&torch_openreg::cpu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+    m.fallback(torch::CppFunction::makeFromBoxedFunction<&torch_openreg::cpu_fallback>());
+}

@@ -1,0 +1,798 @@
+// process_group_occl.cpp - the "occl" torch.distributed backend over occl.h.
+// See process_group_occl.h for the model; docs/torch-distributed.md for use.
+#include "process_group_occl.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
+#include <torch/library.h>
+#include <pybind11/chrono.h>
+
+#include "common.h"
+#include "openreg_torch.h"
+
+namespace torch_openreg {
+namespace {
+
+// ---- checks and conversions --------------------------------------------------
+
+const char *dtype_name(at::ScalarType t) {
+    switch (t) {
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: return c10::toString(t);
+    }
+}
+
+occlDataType_t occl_type(at::ScalarType t, const char *op) {
+    switch (t) {
+    case at::kFloat: return occlFloat32;
+    case at::kDouble: return occlFloat64;
+    case at::kHalf: return occlFloat16;
+    case at::kBFloat16: return occlBfloat16;
+    case at::kChar: return occlInt8;
+    case at::kByte: return occlUint8;
+    case at::kBool: return occlUint8; // 0 and 1; reductions are mapped below
+    case at::kInt: return occlInt32;
+    case at::kLong: return occlInt64;
+    default:
+        TORCH_CHECK(false, "occl ", op, ": dtype ", dtype_name(t),
+                    " is not supported (occl carries torch.float32, float64, float16, "
+                    "bfloat16, int8, uint8, int32, int64 and bool)");
+    }
+}
+
+// An openreg device tensor occl can carry as one buffer.
+void check_tensor(const at::Tensor &t, const char *op, const char *what) {
+    TORCH_CHECK(t.defined(), "occl ", op, ": ", what, " is an undefined tensor");
+    TORCH_CHECK(t.device().type() == kDeviceType, "occl ", op, ": ", what, " is on device '",
+                t.device(), "'; the occl backend takes tensors on openreg devices "
+                "(torch_openreg.device(i)); use a gloo group for CPU tensors");
+    TORCH_CHECK(t.layout() == at::kStrided, "occl ", op, ": ", what,
+                " is not a dense (strided) tensor");
+    TORCH_CHECK(t.is_non_overlapping_and_dense() && t.is_contiguous(), "occl ", op, ": ", what,
+                " is not contiguous");
+    occl_type(t.scalar_type(), op);
+}
+
+// The one input tensor of a call that takes a list (one device per process).
+const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op) {
+    TORCH_CHECK(tensors.size() == 1, "occl ", op, ": takes one tensor per process, got ",
+                tensors.size(), " (one device per rank: start one rank per device)");
+    check_tensor(tensors[0], op, "the tensor");
+    return tensors[0];
+}
+
+void check_like(const at::Tensor &t, const at::Tensor &ref, const char *op, const char *what) {
+    check_tensor(t, op, what);
+    TORCH_CHECK(t.device() == ref.device(), "occl ", op, ": ", what, " is on ", t.device(),
+                ", the input on ", ref.device(), ": all tensors of a call share one device");
+    TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "occl ", op, ": ", what, " is ",
+                dtype_name(t.scalar_type()), ", the input ", dtype_name(ref.scalar_type()));
+}
+
+occlRedOp_t occl_op(const c10d::ReduceOp &op, at::ScalarType t, const char *name) {
+    bool boolean = t == at::kBool;
+    switch (op.op_) {
+    case c10d::ReduceOp::SUM: return boolean ? occlMax : occlSum; // logical or
+    case c10d::ReduceOp::PRODUCT: return boolean ? occlMin : occlProd; // logical and
+    case c10d::ReduceOp::MIN: return occlMin;
+    case c10d::ReduceOp::MAX: return occlMax;
+    case c10d::ReduceOp::AVG:
+        TORCH_CHECK(!boolean, "occl ", name, ": ReduceOp.AVG of torch.bool tensors has no meaning");
+        return occlAvg;
+    case c10d::ReduceOp::BAND: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BAND is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+    case c10d::ReduceOp::BOR: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BOR is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+    case c10d::ReduceOp::BXOR: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BXOR is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+    default: TORCH_CHECK(false, "occl ", name, ": this ReduceOp is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+    }
+}
+
+// OCCL's reason for a failure: its result's text and the call's own message.
+std::string occl_message(occlResult_t res, occlComm_t comm) {
+    std::ostringstream s;
+    s << occlGetErrorString(res);
+    const char *last = occlGetLastError(comm);
+    if (last && *last)
+        s << ": " << last;
+    return s.str();
+}
+
+#define OCCL_CHECK(call, op, comm)                                                     \
+    do {                                                                               \
+        occlResult_t occl_res_ = (call);                                               \
+        TORCH_CHECK(occl_res_ == occlSuccess, "occl ", op, " failed: ",                \
+                    occl_message(occl_res_, comm));                                    \
+    } while (0)
+
+// ---- DDP's timer ------------------------------------------------------------------
+
+// DDP's Reducer asks this registry for a timer of its parameters' device type;
+// host clocks are what an openreg device has (its work runs on host threads).
+class OpenRegTimer : public c10d::Timer {
+  public:
+    explicit OpenRegTimer(c10::Device) {}
+    c10::optional<int64_t> measureDifference(Event start, Event end) override {
+        int64_t a = getTimeRef(start), b = getTimeRef(end);
+        if (a == c10d::kUnsetTime || b == c10d::kUnsetTime || b < a)
+            return c10::nullopt;
+        return b - a;
+    }
+};
+
+} // namespace
+} // namespace torch_openreg
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torch_openreg::OpenRegTimer);
+} // namespace c10d
+
+// c10d's dispatched ops are CompositeExplicitAutograd kernels: calls on
+// openreg tensors reach the AutogradPrivateUse1 key first, which has no
+// kernel for them; they have no gradient, so they fall through.
+TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
+    for (const char *op : {"broadcast_", "allreduce_", "allgather_", "reduce_", "gather_",
+                           "scatter_", "reduce_scatter_", "alltoall_", "barrier", "send", "recv_"})
+        m.impl(op, torch::CppFunction::makeFallthrough());
+}
+
+namespace torch_openreg {
+
+// ---- communicators ------------------------------------------------------------------
+
+OcclComm::~OcclComm() {
+    if (!comm)
+        return;
+    occlResult_t failed = occlSuccess;
+    occlCommGetAsyncError(comm, &failed);
+    // A failed communicator cannot finalize (its peers are gone): abort it.
+    if (failed != occlSuccess)
+        occlCommAbort(comm);
+    else
+        occlCommDestroy(comm);
+}
+
+// ---- Work ---------------------------------------------------------------------------
+
+ProcessGroupOCCL::WorkOCCL::WorkOCCL(int rank, c10d::OpType type, const char *name,
+                                     std::shared_ptr<OcclComm> comm,
+                                     std::vector<at::Tensor> outputs,
+                                     std::vector<at::Tensor> keep_alive,
+                                     std::chrono::milliseconds timeout)
+    : c10d::Work(rank, type), name_(name), comm_(std::move(comm)), outputs_(std::move(outputs)),
+      keep_alive_(std::move(keep_alive)), timeout_(timeout),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {
+    OR_TORCH_CHECK(orEventCreate(&event_));
+}
+
+ProcessGroupOCCL::WorkOCCL::~WorkOCCL() {
+    if (event_)
+        orEventDestroy(event_);
+}
+
+bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
+    std::unique_lock<std::mutex> lock(settle_mutex_, std::defer_lock);
+    if (block) {
+        lock.lock();
+    } else if (!lock.try_lock()) {
+        return false; // another thread is settling it right now
+    }
+    if (settled_)
+        return true;
+    orError_t e = block ? orEventSynchronize(event_) : orEventQuery(event_);
+    if (e == orErrorNotReady)
+        return false;
+    std::exception_ptr failure;
+    occlResult_t async = occlSuccess;
+    if (e != orSuccess) {
+        failure = std::make_exception_ptr(c10::Error(
+            c10::str("occl ", name_, ": waiting for its event failed: ", orGetErrorName(e), " (",
+                     orGetErrorString(e), ")"),
+            ""));
+    } else if (occlCommGetAsyncError(comm_->comm, &async) == occlSuccess &&
+               async != occlSuccess) {
+        failure = std::make_exception_ptr(c10::Error(
+            c10::str("occl ", name_, " failed: ", occl_message(async, comm_->comm),
+                     " (the communicator is unusable from now on: destroy the process group)"),
+            ""));
+    }
+    settled_ = true;
+    keep_alive_.clear();
+    finish(failure);
+    if (failure)
+        future_->setError(failure);
+    else
+        future_->markCompleted(c10::IValue(outputs_));
+    return true;
+}
+
+bool ProcessGroupOCCL::WorkOCCL::isCompleted() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (completed_)
+            return true;
+    }
+    return settle(false);
+}
+
+bool ProcessGroupOCCL::WorkOCCL::isSuccess() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_ && !exception_;
+}
+
+bool ProcessGroupOCCL::WorkOCCL::wait(std::chrono::milliseconds timeout) {
+    // Without a timeout of its own, the wait outlasts OCCL's deadline (the
+    // group's timeout) a little, so that OCCL's reason is what the user sees.
+    auto limit = timeout == kNoTimeout ? timeout_ + std::chrono::milliseconds(10000) : timeout;
+    std::unique_lock<std::mutex> lock(mutex_);
+    // The watcher thread settles works in order; waiting on the condition
+    // variable costs no core while the collective runs.
+    if (!cv_.wait_until(lock, std::chrono::steady_clock::now() + limit,
+                        [this] { return completed_; })) {
+        lock.unlock(); // settle() completes the work under mutex_
+        TORCH_CHECK(settle(false), "occl ", name_, ": not complete after ", limit.count(),
+                    " ms (the wait's timeout)");
+        lock.lock();
+    }
+    if (exception_)
+        std::rethrow_exception(exception_);
+    return true;
+}
+
+void ProcessGroupOCCL::WorkOCCL::synchronize() {}
+
+std::vector<at::Tensor> ProcessGroupOCCL::WorkOCCL::result() { return outputs_; }
+
+c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupOCCL::WorkOCCL::getFuture() {
+    return future_;
+}
+
+// ---- the group -------------------------------------------------------------------------
+
+namespace {
+
+// OCCL reads OCCL_TIMEOUT_MS once, at its first wait: the first group of the
+// process sets it from its timeout; later groups can only keep it.
+std::mutex timeout_mutex;
+long long occl_timeout_ms = -1;
+
+void set_occl_timeout(std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(timeout_mutex);
+    long long ms = timeout.count() > 0 ? static_cast<long long>(timeout.count()) : 0;
+    if (occl_timeout_ms < 0) {
+        if (ms > 0) {
+            std::string v = std::to_string(ms);
+            setenv("OCCL_TIMEOUT_MS", v.c_str(), 1);
+        }
+        occl_timeout_ms = ms;
+    } else if (ms != occl_timeout_ms) {
+        TORCH_WARN("occl: this group's timeout (", ms, " ms) differs from the first occl "
+                   "group's (", occl_timeout_ms, " ms), which OCCL keeps for the process "
+                   "(OCCL_TIMEOUT_MS)");
+    }
+}
+
+} // namespace
+
+ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+                                   int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size), store_(store), timeout_(timeout) {
+    TORCH_CHECK(store_, "occl: the process group needs a store");
+    TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "occl: rank ", rank,
+                " is not in [0, ", size, ")");
+    set_occl_timeout(timeout_);
+    watcher_ = std::thread([this] { watch(); });
+    init();
+}
+
+ProcessGroupOCCL::~ProcessGroupOCCL() {
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        stopping_ = true;
+    }
+    queue_cv_.notify_all();
+    // The watcher may need the GIL (the last reference to a tensor Python
+    // made frees its Python object): never join it holding the GIL.
+    if (watcher_.joinable()) {
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release no_gil;
+            watcher_.join();
+        } else {
+            watcher_.join();
+        }
+    }
+    // Communicators go with the last work that holds them.
+}
+
+void ProcessGroupOCCL::watch() {
+    for (;;) {
+        c10::intrusive_ptr<WorkOCCL> work;
+        {
+            std::unique_lock<std::mutex> lock(queue_mutex_);
+            queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty())
+                return; // stopping, and nothing left in flight
+            work = queue_.front();
+        }
+        // Every OCCL wait has OCCL_TIMEOUT_MS: the event always completes.
+        work->settle(true);
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        queue_.pop_front();
+    }
+}
+
+std::shared_ptr<OcclComm> ProcessGroupOCCL::comm_for(int device) {
+    auto it = comms_.find(device);
+    if (it != comms_.end())
+        return it->second;
+    // Every rank makes its communicators in the same order (the same calls),
+    // so a counter names each one's unique id in the store.
+    std::string key = "occl/comm/" + std::to_string(comms_made_++);
+    occlUniqueId id;
+    if (getRank() == 0) {
+        OCCL_CHECK(occlGetUniqueId(&id), "process group", nullptr);
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(&id);
+        store_->set(key, std::vector<uint8_t>(p, p + sizeof id));
+    } else {
+        std::vector<uint8_t> bytes = store_->get(key);
+        TORCH_CHECK(bytes.size() == sizeof id, "occl: the store's unique id for ", key, " has ",
+                    bytes.size(), " bytes, expected ", sizeof id);
+        memcpy(&id, bytes.data(), sizeof id);
+    }
+    auto comm = std::make_shared<OcclComm>();
+    comm->device = device;
+    {
+        DeviceScope scope(static_cast<c10::DeviceIndex>(device));
+        OCCL_CHECK(occlCommInitRank(&comm->comm, getSize(), id, getRank()),
+                   "communicator set-up", nullptr);
+    }
+    comms_[device] = comm;
+    return comm;
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &device,
+                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
+                      const Launch &launch, const std::function<void()> &after) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    c10::DeviceGuard guard(device);
+    auto comm = comm_for(device.index());
+    last_device_ = device.index();
+    orStream_t stream = current_stream_handle(device.index());
+    OCCL_CHECK(launch(comm->comm, stream), name, comm->comm);
+    if (after)
+        after(); // copies out of staging buffers, on the same stream
+    auto work = c10::make_intrusive<WorkOCCL>(getRank(), type, name, comm, std::move(outputs),
+                                              std::move(keep_alive), timeout_);
+    OR_TORCH_CHECK(orEventRecord(work->event_, stream));
+    {
+        std::lock_guard<std::mutex> qlock(queue_mutex_);
+        queue_.push_back(work);
+    }
+    queue_cv_.notify_one();
+    return work;
+}
+
+// ---- collectives ---------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tensor> &tensors,
+                                                           const c10d::BroadcastOptions &opts) {
+    const at::Tensor &t = single(tensors, "broadcast");
+    TORCH_CHECK(opts.rootTensor == 0, "occl broadcast: rootTensor must be 0 (one tensor)");
+    occlDataType_t type = occl_type(t.scalar_type(), "broadcast");
+    int root = static_cast<int>(opts.rootRank);
+    return run("broadcast", c10d::OpType::BROADCAST, t.device(), tensors, {},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), type, root, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tensor> &tensors,
+                                                           const c10d::AllreduceOptions &opts) {
+    const at::Tensor &t = single(tensors, "allreduce");
+    occlDataType_t type = occl_type(t.scalar_type(), "allreduce");
+    occlRedOp_t op = occl_op(opts.reduceOp, t.scalar_type(), "allreduce");
+    return run("allreduce", c10d::OpType::ALLREDUCE, t.device(), tensors, {},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, op, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                                      const c10d::AllreduceCoalescedOptions &opts) {
+    TORCH_CHECK(!tensors.empty(), "occl allreduce_coalesced: no tensors");
+    check_tensor(tensors[0], "allreduce_coalesced", "tensor 0");
+    std::vector<occlDataType_t> types;
+    std::vector<occlRedOp_t> ops;
+    for (size_t i = 0; i < tensors.size(); i++) {
+        std::string what = "tensor " + std::to_string(i);
+        check_tensor(tensors[i], "allreduce_coalesced", what.c_str());
+        TORCH_CHECK(tensors[i].device() == tensors[0].device(), "occl allreduce_coalesced: ",
+                    what, " is on ", tensors[i].device(), ", tensor 0 on ", tensors[0].device());
+        types.push_back(occl_type(tensors[i].scalar_type(), "allreduce_coalesced"));
+        ops.push_back(occl_op(opts.reduceOp, tensors[i].scalar_type(), "allreduce_coalesced"));
+    }
+    // One group: the calls launch together, one task for the communicator.
+    return run("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors[0].device(),
+               tensors, {}, [&](occlComm_t c, orStream_t s) {
+                   occlResult_t res = occlGroupStart();
+                   for (size_t i = 0; i < tensors.size() && res == occlSuccess; i++)
+                       res = occlAllReduce(tensors[i].data_ptr(), tensors[i].data_ptr(),
+                                           tensors[i].numel(), types[i], ops[i], c, s);
+                   occlResult_t end = occlGroupEnd();
+                   return res != occlSuccess ? res : end;
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor> &tensors,
+                                                        const c10d::ReduceOptions &opts) {
+    const at::Tensor &t = single(tensors, "reduce");
+    TORCH_CHECK(opts.rootTensor == 0, "occl reduce: rootTensor must be 0 (one tensor)");
+    occlDataType_t type = occl_type(t.scalar_type(), "reduce");
+    occlRedOp_t op = occl_op(opts.reduceOp, t.scalar_type(), "reduce");
+    int root = static_cast<int>(opts.rootRank);
+    return run("reduce", c10d::OpType::REDUCE, t.device(), tensors, {},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, op, root, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                            std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &) {
+    const at::Tensor &in = single(inputs, "allgather");
+    TORCH_CHECK(outputs.size() == 1, "occl allgather: takes one output list per process, got ",
+                outputs.size());
+    auto &outs = outputs[0];
+    TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "occl allgather: the output list has ",
+                outs.size(), " tensors, the group ", getSize(), " ranks");
+    for (auto &o : outs) {
+        check_like(o, in, "allgather", "an output tensor");
+        TORCH_CHECK(o.numel() == in.numel(), "occl allgather: an output tensor has ", o.numel(),
+                    " elements, the input ", in.numel());
+    }
+    occlDataType_t type = occl_type(in.scalar_type(), "allgather");
+    at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+    return run(
+        "allgather", c10d::OpType::ALLGATHER, in.device(), outs, {in, flat},
+        [&](occlComm_t c, orStream_t s) {
+            return occlAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), type, c, s);
+        },
+        [&] {
+            for (int r = 0; r < getSize(); r++)
+                outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor &output,
+                                                                 at::Tensor &input,
+                                                                 const c10d::AllgatherOptions &) {
+    check_tensor(input, "_allgather_base", "the input");
+    check_like(output, input, "_allgather_base", "the output");
+    TORCH_CHECK(output.numel() == input.numel() * getSize(), "occl _allgather_base: the output has ",
+                output.numel(), " elements, expected the input's ", input.numel(), " times ",
+                getSize(), " ranks");
+    occlDataType_t type = occl_type(input.scalar_type(), "_allgather_base");
+    return run("_allgather_base", c10d::OpType::_ALLGATHER_BASE, input.device(), {output},
+               {input}, [&](occlComm_t c, orStream_t s) {
+                   return occlAllGather(input.data_ptr(), output.data_ptr(), input.numel(), type,
+                                        c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                         std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) {
+    const at::Tensor &in = single(inputs, "gather");
+    int root = static_cast<int>(opts.rootRank);
+    bool is_root = root == getRank();
+    at::Tensor flat;
+    std::vector<at::Tensor> outs;
+    if (is_root) {
+        TORCH_CHECK(outputs.size() == 1, "occl gather: the root takes one output list, got ",
+                    outputs.size());
+        outs = outputs[0];
+        TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "occl gather: the output list has ",
+                    outs.size(), " tensors, the group ", getSize(), " ranks");
+        for (auto &o : outs) {
+            check_like(o, in, "gather", "an output tensor");
+            TORCH_CHECK(o.numel() == in.numel(), "occl gather: an output tensor has ", o.numel(),
+                        " elements, the input ", in.numel());
+        }
+        flat = at::empty({getSize() * in.numel()}, in.options());
+    } else {
+        TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                    "occl gather: only the root (rank ", root, ") takes output tensors");
+    }
+    occlDataType_t type = occl_type(in.scalar_type(), "gather");
+    return run(
+        "gather", c10d::OpType::GATHER, in.device(), outs, {in, flat},
+        [&](occlComm_t c, orStream_t s) {
+            return occlGather(in.data_ptr(), is_root ? flat.data_ptr() : nullptr, in.numel(),
+                              type, root, c, s);
+        },
+        [&] {
+            for (size_t r = 0; r < outs.size(); r++)
+                outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
+        });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::scatter(std::vector<at::Tensor> &outputs,
+                          std::vector<std::vector<at::Tensor>> &inputs,
+                          const c10d::ScatterOptions &opts) {
+    const at::Tensor &out = single(outputs, "scatter");
+    int root = static_cast<int>(opts.rootRank);
+    bool is_root = root == getRank();
+    at::Tensor flat;
+    std::vector<at::Tensor> keep{out};
+    if (is_root) {
+        TORCH_CHECK(inputs.size() == 1, "occl scatter: the root takes one input list, got ",
+                    inputs.size());
+        auto &ins = inputs[0];
+        TORCH_CHECK(static_cast<int>(ins.size()) == getSize(), "occl scatter: the input list has ",
+                    ins.size(), " tensors, the group ", getSize(), " ranks");
+        for (auto &i : ins) {
+            check_like(i, out, "scatter", "an input tensor");
+            TORCH_CHECK(i.numel() == out.numel(), "occl scatter: an input tensor has ", i.numel(),
+                        " elements, the output ", out.numel());
+        }
+        c10::DeviceGuard guard(out.device());
+        flat = at::empty({getSize() * out.numel()}, out.options());
+        for (int r = 0; r < getSize(); r++) // on the current stream, before the call
+            flat.narrow(0, r * out.numel(), out.numel()).copy_(ins[r].reshape({-1}));
+        keep.push_back(flat);
+    } else {
+        TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                    "occl scatter: only the root (rank ", root, ") takes input tensors");
+    }
+    occlDataType_t type = occl_type(out.scalar_type(), "scatter");
+    return run("scatter", c10d::OpType::SCATTER, out.device(), outputs, keep,
+               [&](occlComm_t c, orStream_t s) {
+                   return occlScatter(is_root ? flat.data_ptr() : nullptr, out.data_ptr(),
+                                      out.numel(), type, root, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::reduce_scatter(std::vector<at::Tensor> &outputs,
+                                 std::vector<std::vector<at::Tensor>> &inputs,
+                                 const c10d::ReduceScatterOptions &opts) {
+    const at::Tensor &out = single(outputs, "reduce_scatter");
+    TORCH_CHECK(inputs.size() == 1, "occl reduce_scatter: takes one input list per process, got ",
+                inputs.size());
+    auto &ins = inputs[0];
+    TORCH_CHECK(static_cast<int>(ins.size()) == getSize(), "occl reduce_scatter: the input list has ",
+                ins.size(), " tensors, the group ", getSize(), " ranks");
+    for (auto &i : ins) {
+        check_like(i, out, "reduce_scatter", "an input tensor");
+        TORCH_CHECK(i.numel() == out.numel(), "occl reduce_scatter: an input tensor has ",
+                    i.numel(), " elements, the output ", out.numel());
+    }
+    occlDataType_t type = occl_type(out.scalar_type(), "reduce_scatter");
+    occlRedOp_t op = occl_op(opts.reduceOp, out.scalar_type(), "reduce_scatter");
+    c10::DeviceGuard guard(out.device());
+    at::Tensor flat = at::empty({getSize() * out.numel()}, out.options());
+    for (int r = 0; r < getSize(); r++)
+        flat.narrow(0, r * out.numel(), out.numel()).copy_(ins[r].reshape({-1}));
+    return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, out.device(), outputs, {flat},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(), type, op,
+                                            c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                       const c10d::ReduceScatterOptions &opts) {
+    check_tensor(input, "_reduce_scatter_base", "the input");
+    check_like(output, input, "_reduce_scatter_base", "the output");
+    TORCH_CHECK(input.numel() == output.numel() * getSize(), "occl _reduce_scatter_base: the input has ",
+                input.numel(), " elements, expected the output's ", output.numel(), " times ",
+                getSize(), " ranks");
+    occlDataType_t type = occl_type(input.scalar_type(), "_reduce_scatter_base");
+    occlRedOp_t op = occl_op(opts.reduceOp, input.scalar_type(), "_reduce_scatter_base");
+    return run("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, input.device(),
+               {output}, {input}, [&](occlComm_t c, orStream_t s) {
+                   return occlReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
+                                            type, op, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::alltoall_base(at::Tensor &output, at::Tensor &input,
+                                std::vector<int64_t> &outputSplitSizes,
+                                std::vector<int64_t> &inputSplitSizes,
+                                const c10d::AllToAllOptions &) {
+    check_tensor(input, "alltoall_base", "the input");
+    check_like(output, input, "alltoall_base", "the output");
+    occlDataType_t type = occl_type(input.scalar_type(), "alltoall_base");
+    int n = getSize();
+    if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
+        TORCH_CHECK(input.numel() == output.numel() && input.numel() % n == 0,
+                    "occl alltoall_base: without split sizes the input and the output need the "
+                    "same number of elements, a multiple of the ", n, " ranks (input ",
+                    input.numel(), ", output ", output.numel(), ")");
+        return run("alltoall_base", c10d::OpType::ALLTOALL_BASE, input.device(), {output},
+                   {input}, [&](occlComm_t c, orStream_t s) {
+                       return occlAlltoAll(input.data_ptr(), output.data_ptr(), input.numel() / n,
+                                           type, c, s);
+                   });
+    }
+    // Split sizes count rows (first dimension); empty means equal splits.
+    auto offsets = [&](std::vector<int64_t> &splits, const at::Tensor &t, const char *what,
+                       std::vector<int64_t> &count, std::vector<int64_t> &displ) {
+        TORCH_CHECK(t.dim() > 0, "occl alltoall_base: the ", what, " has no first dimension");
+        int64_t rows = t.size(0), row = rows ? t.numel() / rows : 0;
+        if (splits.empty()) {
+            TORCH_CHECK(rows % n == 0, "occl alltoall_base: the ", what, "'s ", rows,
+                        " rows do not split equally among ", n, " ranks");
+            splits.assign(n, rows / n);
+        }
+        TORCH_CHECK(static_cast<int>(splits.size()) == n, "occl alltoall_base: ", splits.size(),
+                    " ", what, " split sizes for a group of ", n, " ranks");
+        int64_t sum = 0;
+        for (int64_t v : splits) {
+            TORCH_CHECK(v >= 0, "occl alltoall_base: negative ", what, " split size ", v);
+            sum += v;
+        }
+        TORCH_CHECK(sum == rows, "occl alltoall_base: the ", what, " split sizes add up to ", sum,
+                    " rows, the ", what, " has ", rows);
+        int64_t at = 0;
+        for (int64_t v : splits) {
+            count.push_back(v * row);
+            displ.push_back(at * row);
+            at += v;
+        }
+    };
+    std::vector<int64_t> scount, sdispl, rcount, rdispl;
+    offsets(inputSplitSizes, input, "input", scount, sdispl);
+    offsets(outputSplitSizes, output, "output", rcount, rdispl);
+    int me = getRank();
+    TORCH_CHECK(scount[me] == rcount[me], "occl alltoall_base: this rank sends itself ",
+                scount[me], " elements but receives ", rcount[me]);
+    size_t esize = input.element_size();
+    char *in = static_cast<char *>(input.data_ptr()), *out = static_cast<char *>(output.data_ptr());
+    return run("alltoall_base", c10d::OpType::ALLTOALL_BASE, input.device(), {output}, {input},
+               [&](occlComm_t c, orStream_t s) {
+                   // Its own part is a copy; the others are sends and receives
+                   // launched together, so no order of peers can deadlock.
+                   if (scount[me]) {
+                       orError_t e = orMemcpyAsync(out + rdispl[me] * esize, in + sdispl[me] * esize,
+                                                   scount[me] * esize, orMemcpyDeviceToDevice, s);
+                       TORCH_CHECK(e == orSuccess, "occl alltoall_base: the local copy failed: ",
+                                   orGetErrorString(e));
+                   }
+                   occlResult_t res = occlGroupStart();
+                   for (int p = 0; p < n && res == occlSuccess; p++) {
+                       if (p == me)
+                           continue;
+                       if (scount[p])
+                           res = occlSend(in + sdispl[p] * esize, scount[p], type, p, c, s);
+                       if (res == occlSuccess && rcount[p])
+                           res = occlRecv(out + rdispl[p] * esize, rcount[p], type, p, c, s);
+                   }
+                   occlResult_t end = occlGroupEnd();
+                   return res != occlSuccess ? res : end;
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(std::vector<at::Tensor> &outputs,
+                                                          std::vector<at::Tensor> &inputs,
+                                                          const c10d::AllToAllOptions &) {
+    int n = getSize(), me = getRank();
+    TORCH_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(outputs.size()) == n,
+                "occl alltoall: ", inputs.size(), " input and ", outputs.size(),
+                " output tensors for a group of ", n, " ranks (one per rank each)");
+    check_tensor(inputs[0], "alltoall", "input 0");
+    for (int r = 0; r < n; r++) {
+        check_like(inputs[r], inputs[0], "alltoall", "an input tensor");
+        check_like(outputs[r], inputs[0], "alltoall", "an output tensor");
+    }
+    TORCH_CHECK(inputs[me].numel() == outputs[me].numel(), "occl alltoall: this rank sends "
+                "itself ", inputs[me].numel(), " elements but receives ", outputs[me].numel());
+    occlDataType_t type = occl_type(inputs[0].scalar_type(), "alltoall");
+    size_t esize = inputs[0].element_size();
+    return run("alltoall", c10d::OpType::ALLTOALL, inputs[0].device(), outputs, inputs,
+               [&](occlComm_t c, orStream_t s) {
+                   // As alltoall_base with split sizes: a copy to itself, then
+                   // every send and receive launched together.
+                   if (inputs[me].numel()) {
+                       orError_t e = orMemcpyAsync(outputs[me].data_ptr(), inputs[me].data_ptr(),
+                                                   inputs[me].numel() * esize,
+                                                   orMemcpyDeviceToDevice, s);
+                       TORCH_CHECK(e == orSuccess, "occl alltoall: the local copy failed: ",
+                                   orGetErrorString(e));
+                   }
+                   occlResult_t res = occlGroupStart();
+                   for (int p = 0; p < n && res == occlSuccess; p++) {
+                       if (p == me)
+                           continue;
+                       if (inputs[p].numel())
+                           res = occlSend(inputs[p].data_ptr(), inputs[p].numel(), type, p, c, s);
+                       if (res == occlSuccess && outputs[p].numel())
+                           res = occlRecv(outputs[p].data_ptr(), outputs[p].numel(), type, p, c, s);
+                   }
+                   occlResult_t end = occlGroupEnd();
+                   return res != occlSuccess ? res : end;
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor> &tensors,
+                                                      int dstRank, int) {
+    const at::Tensor &t = single(tensors, "send");
+    occlDataType_t type = occl_type(t.scalar_type(), "send");
+    return run("send", c10d::OpType::SEND, t.device(), tensors, {},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlSend(t.data_ptr(), t.numel(), type, dstRank, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor> &tensors,
+                                                      int srcRank, int) {
+    const at::Tensor &t = single(tensors, "recv");
+    occlDataType_t type = occl_type(t.scalar_type(), "recv");
+    return run("recv", c10d::OpType::RECV, t.device(), tensors, {},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlRecv(t.data_ptr(), t.numel(), type, srcRank, c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOptions &opts) {
+    // A one-element all-reduce on the device the group last used (or the
+    // one named, or the current one), as NCCL's barrier.
+    int device;
+    if (!opts.device_ids.empty()) {
+        device = static_cast<int>(opts.device_ids[0]);
+        check_device_index(device);
+    } else {
+        std::lock_guard<std::mutex> lock(mutex_);
+        device = last_device_ >= 0 ? last_device_ : current_device();
+    }
+    at::Tensor token = at::zeros({1}, at::TensorOptions()
+                                          .dtype(at::kInt)
+                                          .device(c10::Device(kDeviceType,
+                                                              static_cast<c10::DeviceIndex>(device))));
+    return run("barrier", c10d::OpType::BARRIER, token.device(), {token}, {},
+               [&](occlComm_t c, orStream_t s) {
+                   return occlAllReduce(token.data_ptr(), token.data_ptr(), 1, occlInt32, occlSum,
+                                        c, s);
+               });
+}
+
+// ---- Python --------------------------------------------------------------------------
+
+TORCH_OPENREG_BINDINGS(process_group_occl) {
+    namespace py = pybind11;
+    // The base class is torch's: importing torch.distributed first registers it.
+    py::module::import("torch.distributed");
+    py::class_<ProcessGroupOCCL, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupOCCL>>(
+        m, "ProcessGroupOCCL",
+        "The occl torch.distributed backend (use through torch.distributed with backend "
+        "\"occl\")")
+        .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                         std::chrono::milliseconds timeout) {
+                 return c10::make_intrusive<ProcessGroupOCCL>(store, rank, size, timeout);
+             }),
+             py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+             py::call_guard<py::gil_scoped_release>())
+        .def_property_readonly("timeout", &ProcessGroupOCCL::timeout);
+}
+
+} // namespace torch_openreg

@@ -1,0 +1,366 @@
+"""Every collective of the occl backend against the same call on gloo/CPU.
+
+Run by mpiexec as one process per rank (dist-collectives-*.mpi):
+    dist_collectives.py STORE_FILE
+Each rank uses openreg device 0 of its own (OPENREG_DEVICES=1). The same
+script makes a gloo group beside the occl one: for every collective, dtype
+and reduction, the occl result on the device must equal gloo's on CPU (or,
+where gloo lacks the call or the dtype, the result computed here from every
+rank's input gathered through gloo). Then the errors: wrong device, bad
+dtypes and reductions, bad ranks and sizes, each a RuntimeError with a
+message naming the problem, and the group still works afterwards.
+Prints one line per check group and "dist collectives: N checks passed".
+"""
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_openreg
+
+RANK = int(os.environ.get("RANK", os.environ.get("PMI_RANK", "0")))
+SIZE = int(os.environ.get("WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+DEV = torch_openreg.device(0)
+OPS = {
+    "SUM": dist.ReduceOp.SUM,
+    "PRODUCT": dist.ReduceOp.PRODUCT,
+    "MIN": dist.ReduceOp.MIN,
+    "MAX": dist.ReduceOp.MAX,
+    "AVG": dist.ReduceOp.AVG,
+}
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+          torch.int32, torch.int64, torch.bool]
+checks = 0
+
+
+def fail(msg):
+    print(f"rank {RANK}: FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def same(got, want, what):
+    global checks
+    got = got.cpu()
+    if got.dtype != want.dtype or got.shape != want.shape:
+        fail(f"{what}: got {got.dtype} {tuple(got.shape)}, want {want.dtype} {tuple(want.shape)}")
+    if want.is_floating_point():
+        # Rounding differs with the order of the additions (AVG divides too).
+        tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2}.get(want.dtype, 1e-6)
+        ok = torch.allclose(got.double(), want.double(), rtol=tol, atol=tol)
+    else:
+        ok = torch.equal(got, want)
+    if not ok:
+        fail(f"{what}: got {got.tolist()[:8]}..., want {want.tolist()[:8]}...")
+    checks += 1
+
+
+def data(dtype, n=11, rank=RANK, salt=0):
+    """Rank-dependent values that every dtype holds exactly: 1 to 9, or 0/1."""
+    v = (torch.arange(n) * (3 + salt) + 2 * rank + salt) % 9 + 1
+    if dtype == torch.bool:
+        return (v % 2 == 0)
+    return v.to(dtype)
+
+
+def everyone(t, gloo):
+    """Every rank's t (CPU), gathered through gloo in a dtype gloo carries."""
+    wide = torch.float64 if t.is_floating_point() else torch.int64
+    parts = [torch.empty(t.shape, dtype=wide) for _ in range(SIZE)]
+    dist.all_gather(parts, t.to(wide), group=gloo)
+    return [p.to(t.dtype) for p in parts]
+
+
+def reduce_local(parts, op):
+    """What a reduction of parts gives, computed here (gloo lacks some)."""
+    acc = parts[0].clone()
+    if acc.dtype == torch.bool:
+        # occl reduces bool as NCCL does: SUM is or, PRODUCT is and.
+        for p in parts[1:]:
+            acc = {"SUM": acc | p, "MAX": acc | p, "PRODUCT": acc & p, "MIN": acc & p}[op]
+        return acc
+    wide = acc.double() if acc.is_floating_point() else acc.long()
+    for p in parts[1:]:
+        q = p.double() if p.is_floating_point() else p.long()
+        wide = {"SUM": wide + q, "AVG": wide + q, "PRODUCT": wide * q,
+                "MIN": torch.minimum(wide, q), "MAX": torch.maximum(wide, q)}[op]
+    if op == "AVG":
+        wide = wide / SIZE if acc.is_floating_point() else torch.div(wide, SIZE,
+                                                                      rounding_mode="trunc")
+    if not acc.is_floating_point():
+        # Integer wrap-around, as the device computes it in the narrow type.
+        bits = torch.iinfo(acc.dtype).bits
+        lo = torch.iinfo(acc.dtype).min
+        wide = ((wide - lo) % (1 << bits)) + lo if bits < 64 else wide
+    return wide.to(acc.dtype)
+
+
+# What gloo carries; for the other dtypes (and calls gloo lacks) the
+# reference is computed here from every rank's input.
+GLOO_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int8, torch.uint8,
+               torch.int32, torch.int64}
+
+
+def gloo_can(dtype, fn):
+    """Runs the gloo call fn if gloo carries dtype (the same on every rank)."""
+    if dtype not in GLOO_DTYPES:
+        return False
+    fn()
+    return True
+
+
+def check_reductions(gloo):
+    for dtype in DTYPES:
+        for name, op in OPS.items():
+            if dtype == torch.bool and name == "AVG":
+                continue
+            x = data(dtype)
+            # all_reduce
+            d = x.to(DEV)
+            dist.all_reduce(d, op=op)
+            ref = x.clone()
+            if name == "AVG" or not gloo_can(dtype, lambda: dist.all_reduce(ref, op=op, group=gloo)):
+                ref = reduce_local(everyone(x, gloo), name)
+            same(d, ref, f"all_reduce {name} {dtype}")
+            # reduce to the last rank
+            root = SIZE - 1
+            d = x.to(DEV)
+            dist.reduce(d, dst=root, op=op)
+            if RANK == root:
+                same(d, reduce_local(everyone(x, gloo), name), f"reduce {name} {dtype}")
+            else:
+                everyone(x, gloo)  # the root's reference needs everyone's input
+            # reduce_scatter (list) and reduce_scatter_tensor
+            ins = [data(dtype, 5, RANK, salt=r) for r in range(SIZE)]
+            out = torch.empty(5, dtype=dtype, device=DEV)
+            dist.reduce_scatter(out, [t.to(DEV) for t in ins], op=op)
+            parts = [everyone(t, gloo) for t in ins]  # parts[r][s]: rank s's input r
+            want = reduce_local(parts[RANK], name)
+            same(out, want, f"reduce_scatter {name} {dtype}")
+            flat = torch.cat(ins).to(DEV)
+            out = torch.empty(5, dtype=dtype, device=DEV)
+            dist.reduce_scatter_tensor(out, flat, op=op)
+            same(out, want, f"reduce_scatter_tensor {name} {dtype}")
+        # all_reduce_coalesced: several tensors, one call
+        if dtype != torch.bool:
+            xs = [data(dtype, n, salt=n) for n in (3, 8, 1)]
+            ds = [x.to(DEV) for x in xs]
+            dist.all_reduce_coalesced(ds, op=dist.ReduceOp.SUM)
+            for x, d in zip(xs, ds):
+                same(d, reduce_local(everyone(x, gloo), "SUM"), f"all_reduce_coalesced {dtype}")
+    print(f"rank {RANK}: reductions ok", flush=True)
+
+
+def carried(dtype):
+    """The dtype gloo moves dtype's values in: itself, or int64 (1 to 9 survive)."""
+    return dtype if dtype in GLOO_DTYPES else torch.int64
+
+
+def check_movement(gloo):
+    for dtype in DTYPES:
+        c = carried(dtype)
+        x = data(dtype, 7)
+        # broadcast from every root
+        for root in range(SIZE):
+            d = x.to(DEV)
+            dist.broadcast(d, src=root)
+            ref = x.to(c)
+            dist.broadcast(ref, src=root, group=gloo)
+            same(d, ref.to(dtype), f"broadcast from {root} {dtype}")
+        # all_gather (list) and all_gather_into_tensor
+        outs = [torch.empty(7, dtype=dtype, device=DEV) for _ in range(SIZE)]
+        dist.all_gather(outs, x.to(DEV))
+        refs = [torch.empty(7, dtype=c) for _ in range(SIZE)]
+        dist.all_gather(refs, x.to(c), group=gloo)
+        refs = [r.to(dtype) for r in refs]
+        for r in range(SIZE):
+            same(outs[r], refs[r], f"all_gather part {r} {dtype}")
+        flat = torch.empty(7 * SIZE, dtype=dtype, device=DEV)
+        dist.all_gather_into_tensor(flat, x.to(DEV))
+        same(flat, torch.cat(refs), f"all_gather_into_tensor {dtype}")
+        # gather to rank 0, scatter from the last rank
+        glist = [torch.empty(7, dtype=dtype, device=DEV) for _ in range(SIZE)] if RANK == 0 else None
+        dist.gather(x.to(DEV), glist, dst=0)
+        grefs = [torch.empty(7, dtype=c) for _ in range(SIZE)] if RANK == 0 else None
+        dist.gather(x.to(c), grefs, dst=0, group=gloo)
+        if RANK == 0:
+            for r in range(SIZE):
+                same(glist[r], grefs[r].to(dtype), f"gather part {r} {dtype}")
+        src = SIZE - 1
+        pieces = [data(dtype, 6, salt=r) for r in range(SIZE)]
+        out = torch.empty(6, dtype=dtype, device=DEV)
+        dist.scatter(out, [p.to(DEV) for p in pieces] if RANK == src else None, src=src)
+        ref = torch.empty(6, dtype=c)
+        dist.scatter(ref, [p.to(c) for p in pieces] if RANK == src else None, src=src, group=gloo)
+        same(out, ref.to(dtype), f"scatter from {src} {dtype}")
+        # all_to_all_single, equal splits, then uneven splits given by sizes
+        a = data(dtype, 4 * SIZE)
+        d_out = torch.empty(4 * SIZE, dtype=dtype, device=DEV)
+        dist.all_to_all_single(d_out, a.to(DEV))
+        ref = torch.empty(4 * SIZE, dtype=c)
+        dist.all_to_all_single(ref, a.to(c), group=gloo)
+        same(d_out, ref.to(dtype), f"all_to_all_single {dtype}")
+        # rank s sends (s + r) % 3 rows of 2 to rank r (some none at all)
+        send_rows = [(RANK + r) % 3 for r in range(SIZE)]
+        recv_rows = [(s + RANK) % 3 for s in range(SIZE)]
+        a = data(dtype, 2 * sum(send_rows)).reshape(-1, 2)
+        d_out = torch.empty(sum(recv_rows), 2, dtype=dtype, device=DEV)
+        dist.all_to_all_single(d_out, a.to(DEV), recv_rows, send_rows)
+        ref = torch.empty(sum(recv_rows), 2, dtype=c)
+        dist.all_to_all_single(ref, a.to(c), recv_rows, send_rows, group=gloo)
+        same(d_out, ref.to(dtype), f"all_to_all_single with split sizes {dtype}")
+        # all_to_all with tensor lists: rank i sends rank j 1 + (i + 2j) % 3
+        # elements (gloo has no such call; the values are known everywhere)
+        ins = [data(dtype, 1 + (RANK + 2 * j) % 3, salt=j).to(DEV) for j in range(SIZE)]
+        outs = [torch.empty(1 + (j + 2 * RANK) % 3, dtype=dtype, device=DEV) for j in range(SIZE)]
+        dist.all_to_all(outs, ins)
+        for j in range(SIZE):
+            same(outs[j], data(dtype, 1 + (j + 2 * RANK) % 3, rank=j, salt=RANK),
+                 f"all_to_all part from {j} {dtype}")
+        # send and recv around a ring
+        if SIZE > 1:
+            nxt, prv = (RANK + 1) % SIZE, (RANK - 1) % SIZE
+            got = torch.empty(7, dtype=dtype, device=DEV)
+            if RANK % 2 == 0:
+                dist.send(x.to(DEV), dst=nxt)
+                dist.recv(got, src=prv)
+            else:
+                dist.recv(got, src=prv)
+                dist.send(x.to(DEV), dst=nxt)
+            same(got, everyone(x, gloo)[prv], f"send/recv {dtype}")
+    print(f"rank {RANK}: broadcast, gathers, scatter, all-to-all, send/recv ok", flush=True)
+
+
+def check_works(gloo):
+    """Asynchronous calls: is_completed polls, wait blocks, get_future completes."""
+    d = data(torch.float32, 1 << 16).to(DEV)
+    work = dist.all_reduce(d, async_op=True)
+    work.wait()
+    if not work.is_completed() or not work.is_success():
+        fail("a waited work is not completed and successful")
+    x = data(torch.float32, 1 << 16)
+    same(d, reduce_local(everyone(x, gloo), "SUM"), "async all_reduce")
+    d = x.to(DEV)
+    work = dist.all_reduce(d, async_op=True)
+    fut = work.get_future()
+    result = fut.wait()
+    same(result[0], reduce_local(everyone(x, gloo), "SUM"), "future of an all_reduce")
+    if not work.is_completed():
+        fail("the work of a completed future is not completed")
+    # is_completed polls: loop until done (it must become true without wait)
+    d = x.to(DEV)
+    work = dist.all_reduce(d, async_op=True)
+    deadline = time.monotonic() + 30
+    while not work.is_completed():
+        if time.monotonic() > deadline:
+            fail("is_completed never became true")
+        time.sleep(0.001)
+    same(d, reduce_local(everyone(x, gloo), "SUM"), "polled all_reduce")
+    dist.barrier()
+    checks_done = checks
+    print(f"rank {RANK}: works ok ({checks_done} checks so far)", flush=True)
+
+
+def check_subgroup(gloo):
+    """A second occl group of ranks 0 and the last, beside the default one."""
+    members = sorted({0, SIZE - 1})
+    sub = dist.new_group(ranks=members, backend="occl")
+    sub_gloo = dist.new_group(ranks=members, backend="gloo")
+    x = data(torch.float32, 9, salt=5)
+    if RANK in members:
+        d = x.to(DEV)
+        dist.all_reduce(d, group=sub)
+        ref = x.clone()
+        dist.all_reduce(ref, group=sub_gloo)
+        same(d, ref, "all_reduce on an occl subgroup")
+        d = x.to(DEV)
+        dist.broadcast(d, src=SIZE - 1, group=sub)  # a global rank, as torch takes it
+        ref = x.clone()
+        dist.broadcast(ref, src=SIZE - 1, group=sub_gloo)
+        same(d, ref, "broadcast on an occl subgroup")
+    d = x.to(DEV)
+    dist.all_reduce(d)  # the default group is unaffected
+    same(d, reduce_local(everyone(x, gloo), "SUM"), "all_reduce beside a subgroup")
+    print(f"rank {RANK}: subgroup ok", flush=True)
+
+
+def expect_error(fn, *needles):
+    global checks
+    try:
+        fn()
+    except (RuntimeError, ValueError) as e:
+        text = str(e)
+        for n in needles:
+            if n not in text:
+                fail(f"error message {text!r} lacks {n!r}")
+        checks += 1
+        return
+    fail(f"no error; expected one naming {needles}")
+
+
+def check_errors(gloo):
+    cpu = data(torch.float32)
+    expect_error(lambda: dist.all_reduce(cpu), "occl allreduce", "is on device 'cpu'",
+                 "openreg devices")
+    expect_error(lambda: dist.broadcast(torch.zeros(3, dtype=torch.complex64, device=DEV), 0),
+                 "occl broadcast", "torch.complex64 is not supported")
+    expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16, device=DEV)),
+                 "torch.int16 is not supported")
+    expect_error(lambda: dist.all_reduce(torch.zeros(3, device=DEV), op=dist.ReduceOp.BAND),
+                 "ReduceOp.BAND is not supported")
+    expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.bool, device=DEV),
+                                         op=dist.ReduceOp.AVG), "AVG of torch.bool")
+    expect_error(lambda: dist.recv(torch.zeros(3, device=DEV)),
+                 "does not support recvAnysource")
+    # A rank outside the group: OCCL's own check, with its message.
+    expect_error(lambda: dist.broadcast(torch.zeros(3, device=DEV), src=SIZE),
+                 "occl broadcast failed", "invalid argument", f"root {SIZE} is not in [0, {SIZE})")
+    expect_error(lambda: dist.reduce(torch.zeros(3, device=DEV), dst=-1 - SIZE),
+                 "occl reduce failed", "is not in [0,")
+    expect_error(lambda: dist.send(torch.zeros(3, device=DEV), dst=SIZE + 3).wait(),
+                 "occl send failed", f"peer {SIZE + 3} is not in [0, {SIZE})")
+    expect_error(lambda: dist.all_gather([torch.zeros(3, device=DEV)] * (SIZE + 1),
+                                         torch.zeros(3, device=DEV)),
+                 f"the output list has {SIZE + 1} tensors, the group {SIZE} ranks")
+    expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(3 * SIZE + 1, device=DEV),
+                                               torch.zeros(3, device=DEV)),
+                 "occl _allgather_base", "elements")
+    expect_error(lambda: dist.all_to_all_single(torch.zeros(SIZE, device=DEV),
+                                                torch.zeros(SIZE, device=DEV),
+                                                [1] * SIZE, [2] * SIZE),
+                 "split sizes add up to")
+    expect_error(lambda: dist.all_gather_into_tensor(
+        torch.zeros(3 * SIZE, dtype=torch.float64, device=DEV), torch.zeros(3, device=DEV)),
+        "the output is torch.float64, the input torch.float32")
+    expect_error(lambda: dist.all_reduce(torch.zeros(4, 4, device=DEV).t()), "not contiguous")
+    # The group still works after all those refusals.
+    x = data(torch.float32)
+    d = x.to(DEV)
+    dist.all_reduce(d)
+    same(d, reduce_local(everyone(x, gloo), "SUM"), "all_reduce after the errors")
+    print(f"rank {RANK}: errors ok", flush=True)
+
+
+def main():
+    store = sys.argv[1]
+    dist.init_process_group("occl", init_method="file://" + store, rank=RANK, world_size=SIZE,
+                            timeout=datetime.timedelta(seconds=120))
+    if dist.get_backend() != "occl":
+        fail(f"backend is {dist.get_backend()}")
+    gloo = dist.new_group(backend="gloo")
+    check_reductions(gloo)
+    check_movement(gloo)
+    check_works(gloo)
+    check_subgroup(gloo)
+    check_errors(gloo)
+    dist.barrier()
+    dist.destroy_process_group()
+    print(f"rank {RANK}: dist collectives: {checks} checks passed", flush=True)
+    if RANK == 0 and os.path.exists(store):
+        os.unlink(store)
+
+
+if __name__ == "__main__":
+    main()

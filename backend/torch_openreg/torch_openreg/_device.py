@@ -1,0 +1,73 @@
+"""Devices: count, selection, synchronization, properties."""
+import torch
+
+from . import _C
+
+
+def _index(dev, optional=True):
+    """The device index named by ``dev``: None (current device when optional),
+    an int, a string such as "openreg:1", or a torch.device of this backend."""
+    from . import DEVICE_TYPE
+
+    if dev is None:
+        if optional:
+            return _C.current_device()
+        raise ValueError("torch_openreg: a device is required")
+    if isinstance(dev, str):
+        try:
+            dev = torch.device(dev)
+        except RuntimeError as e:
+            raise ValueError("torch_openreg: invalid device %r: %s" % (dev, e)) from None
+    if isinstance(dev, torch.device):
+        if dev.type != DEVICE_TYPE:
+            raise ValueError(
+                "torch_openreg: expected a %s device, got %s" % (DEVICE_TYPE, dev))
+        return _C.current_device() if dev.index is None else dev.index
+    if isinstance(dev, bool) or not isinstance(dev, int):
+        raise TypeError("torch_openreg: invalid device %r" % (dev,))
+    return dev
+
+
+def device(index=None):
+    """The torch.device of openreg device ``index`` (default: the current one)."""
+    from . import DEVICE_TYPE
+
+    return torch.device(DEVICE_TYPE, _index(index))
+
+
+def is_available():
+    """True when the runtime has at least one device for this process."""
+    try:
+        return _C.device_count() > 0
+    except RuntimeError:
+        return False
+
+
+def device_count():
+    """Number of openreg devices of this process (OPENREG_DEVICES, default 2)."""
+    return _C.device_count()
+
+
+def current_device():
+    """Index of the calling thread's current device."""
+    return _C.current_device()
+
+
+def set_device(dev):
+    """Makes ``dev`` the calling thread's current device."""
+    _C.set_device(_index(dev, optional=False))
+
+
+def synchronize(dev=None):
+    """Waits for all work queued on every stream of ``dev``."""
+    _C.synchronize(_index(dev))
+
+
+def get_device_properties(dev=None):
+    """The runtime's description of ``dev``: name, total_memory,
+    multi_processor_count, numa_node, cpu_list."""
+    return _C.get_device_properties(_index(dev))
+
+
+def get_device_name(dev=None):
+    return get_device_properties(dev)["name"]

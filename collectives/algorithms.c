@@ -11,7 +11,7 @@
 
 #include "occl_internal.h"
 
-#define BROADCAST_CHUNK ((size_t)4 << 20) /* pipeline granularity */
+#define BROADCAST_CHUNK OCCL_BROADCAST_CHUNK /* pipeline granularity */
 
 const char *occl_coll_name(occl_coll c)
 {
@@ -52,13 +52,6 @@ static occl_xfer recv_reduce_x(int peer, void *buf, const void *with, size_t byt
 {
     return (occl_xfer){.kind = OCCL_XFER_RECV, .peer = peer, .buf = buf, .bytes = bytes,
                        .reduce = true, .with = with, .type = t, .op = op};
-}
-
-/* Device memory for intermediate results (peers on the node read it). */
-static void *temp_alloc(size_t bytes)
-{
-    void *p = NULL;
-    return orMalloc(&p, bytes) == orSuccess ? p : NULL;
 }
 
 /* The op as the kernels run it: PreMulSum scales the input once up front
@@ -158,12 +151,14 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
                                       occlDataType_t t, const occl_redop *op)
 {
     size_t bytes = count * x->es;
-    unsigned char *all = temp_alloc(bytes * (size_t)x->n);
+    unsigned char *all = occl_scratch(x->comm, OCCL_SCRATCH_A, bytes * (size_t)x->n);
     occl_xfer *xf = calloc((size_t)(2 * x->n), sizeof *xf);
     const void **srcs = calloc((size_t)x->n, sizeof *srcs);
     occlResult_t res = occlSuccess;
-    if (!all || !xf || !srcs)
-        res = occl_fail(occlSystemError, "no memory for %zu bytes of scratch", bytes * (size_t)x->n);
+    if (!all)
+        res = occlUnhandledDeviceError; /* occl_scratch said why */
+    else if (!xf || !srcs)
+        res = occl_fail(occlSystemError, "out of memory");
     int m = 0, me = x->comm->rank;
     for (int j = 0; j < x->n && res == occlSuccess; j++) {
         srcs[j] = j == me ? input : all + (size_t)j * bytes;
@@ -178,8 +173,75 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
         occl_reduce_n(recv, srcs, x->n, count, t, op);
     free(xf);
     free(srcs);
-    if (all)
-        orFree(all);
+    return res;
+}
+
+/* Hierarchical: the ranks of each virtual node reduce into their leader
+ * (the node's first rank on the ring), which reads all their buffers in
+ * place through the mapped device memory and sums them in one pass; the
+ * leaders run a ring all-reduce over MPI (one rank per node, so every step
+ * crosses the network once per node instead of once per rank); each leader
+ * then hands the result to its node's ranks, which copy it straight from the
+ * leader's buffer. recv holds this rank's (scaled) input or gets it from
+ * `input`, and ends with the result on every rank. */
+static occlResult_t hier_all_reduce(const ctx *x, void *recv, const void *input, size_t count,
+                                    occlDataType_t t, const occl_redop *op)
+{
+    occlComm_t comm = x->comm;
+    size_t bytes = count * x->es;
+    int first = comm->node_first[comm->my_node], m = comm->node_first[comm->my_node + 1] - first;
+    int leader = comm->ring[first];
+    bool lead = comm->rank == leader;
+    occlResult_t res = occlSuccess;
+    if (!lead) {
+        occl_xfer up = send_x(leader, input, bytes);
+        res = occl_xfers_run(comm, &up, 1);
+        if (res == occlSuccess) {
+            occl_xfer down = recv_x(leader, recv, bytes);
+            res = occl_xfers_run(comm, &down, 1);
+        }
+        return res;
+    }
+    /* Leader: every local input at once, reduced in ring order. */
+    occl_xfer *xf = calloc((size_t)m, sizeof *xf);
+    const void **srcs = calloc((size_t)m, sizeof *srcs);
+    if (!xf || !srcs) {
+        free(xf);
+        free(srcs);
+        return occl_fail(occlSystemError, "out of memory");
+    }
+    for (int i = 1; i < m; i++) {
+        xf[i - 1] = recv_x(comm->ring[first + i], NULL, bytes);
+        xf[i - 1].hold = true;
+    }
+    if (m > 1)
+        res = occl_xfers_run(comm, xf, m - 1);
+    if (res == occlSuccess) {
+        srcs[0] = input;
+        for (int i = 1; i < m; i++)
+            srcs[i] = xf[i - 1].mapped;
+        if (m > 1 || recv != input)
+            occl_reduce_n(recv, srcs, m, count, t, op);
+        for (int i = 1; i < m; i++)
+            occl_xfer_release(comm, &xf[i - 1]);
+    }
+    /* Leaders: a ring all-reduce among themselves. */
+    if (res == occlSuccess && comm->nnodes > 1) {
+        int L = comm->nnodes, k = comm->my_node;
+        ctx lx = {comm, L, k, comm->ring[comm->node_first[(k + 1) % L]],
+                  comm->ring[comm->node_first[(k + L - 1) % L]], x->es};
+        res = ring_reduce_scatter(&lx, recv, recv, count, t, op);
+        if (res == occlSuccess)
+            res = ring_all_gather_chunks(&lx, recv, count);
+    }
+    /* Down to the node's ranks, all at once. */
+    if (res == occlSuccess && m > 1) {
+        for (int i = 1; i < m; i++)
+            xf[i - 1] = send_x(comm->ring[first + i], recv, bytes);
+        res = occl_xfers_run(comm, xf, m - 1);
+    }
+    free(xf);
+    free(srcs);
     return res;
 }
 
@@ -200,6 +262,8 @@ static occlResult_t all_reduce(const occl_call *c, void *recv)
     occlResult_t res = occlSuccess;
     if (x.n > 1 && algo == OCCL_ALGO_TREE) {
         res = tree_all_reduce(&x, recv, bytes, c->type, &r.op);
+    } else if (x.n > 1 && algo == OCCL_ALGO_HIERARCHICAL) {
+        res = hier_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_DIRECT) {
         res = direct_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1) {
@@ -250,17 +314,117 @@ static occlResult_t broadcast(const occl_call *c)
     return occlSuccess;
 }
 
+/* Chunks of Reduce's chain: a quarter of the buffer, 1 to 16 MiB. Few
+ * chunks, as every chunk is a hand-over between ranks that, with more ranks
+ * than cores, waits for the scheduler; enough of them to keep the chain's
+ * links busy together. */
+size_t occl_chain_chunk(size_t bytes)
+{
+    size_t chunk = (bytes / 4 + 63) & ~(size_t)63;
+    size_t lo = (size_t)1 << 20, hi = (size_t)16 << 20;
+    return chunk < lo ? lo : chunk > hi ? hi : chunk;
+}
+
+static int pos_of(occlComm_t comm, int rank)
+{
+    int q = 0;
+    while (comm->ring[q] != rank)
+        q++;
+    return q;
+}
+
+/* Reduce as a pipelined chain along the ring that ends at the root: the
+ * rank after the root starts, each next rank adds its input to what arrives
+ * and passes it on, chunk by chunk (occl_chain_chunk), so every link carries
+ * each byte once and the chunks move down the chain together. acc holds the partial result
+ * (the root's recvbuff); input is this rank's (scaled) input. */
+static occlResult_t chain_reduce(const ctx *x, int root_pos, void *acc, const void *input,
+                                 size_t bytes, occlDataType_t t, const occl_redop *op)
+{
+    int rel = (x->p - root_pos - 1 + 2 * x->n) % x->n; /* 0 starts, n-1 is the root */
+    bool first = rel == 0, root = rel == x->n - 1;
+    unsigned char *a = acc;
+    const unsigned char *in = input;
+    size_t chunk = occl_chain_chunk(bytes), nchunks = (bytes + chunk - 1) / chunk;
+    /* Step k: receive chunk k (adding the input) and send chunk k-1 on; the
+     * first rank sends chunk k straight from its input. */
+    for (size_t k = 0; k <= nchunks; k++) {
+        occl_xfer xf[2];
+        int m = 0;
+        if (!first && k < nchunks) {
+            size_t off = k * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+            xf[m++] = recv_reduce_x(x->prev, a + off, in + off, len, t, op);
+        }
+        if (!root && (first ? k < nchunks : k >= 1)) {
+            size_t sk = first ? k : k - 1;
+            size_t off = sk * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+            xf[m++] = send_x(x->next, (first ? in : a) + off, len);
+        }
+        if (m) {
+            occlResult_t res = occl_xfers_run(x->comm, xf, m);
+            if (res != occlSuccess)
+                return res;
+        }
+    }
+    return occlSuccess;
+}
+
+/* Reduce up a binary tree rooted at the root (over ring positions counted
+ * from it, so subtrees stay within nodes): log n steps, for latency-bound
+ * sizes. Each rank with children adds theirs into acc, then sends acc up;
+ * a leaf sends its input. */
+static occlResult_t tree_reduce(const ctx *x, int root_pos, void *acc, const void *input,
+                                size_t bytes, occlDataType_t t, const occl_redop *op)
+{
+    int rel = (x->p - root_pos + x->n) % x->n;
+    const void *have = input;
+    for (int q = 2 * rel + 1; q <= 2 * rel + 2 && q < x->n; q++) {
+        occl_xfer up = recv_reduce_x(x->comm->ring[(q + root_pos) % x->n], acc, have, bytes, t, op);
+        occlResult_t res = occl_xfers_run(x->comm, &up, 1);
+        if (res != occlSuccess)
+            return res;
+        have = acc;
+    }
+    if (rel == 0)
+        return have == acc ? occlSuccess : occl_fail(occlInternalError, "tree root without children");
+    occl_xfer up = send_x(x->comm->ring[((rel - 1) / 2 + root_pos) % x->n], have, bytes);
+    return occl_xfers_run(x->comm, &up, 1);
+}
+
 static occlResult_t reduce(const occl_call *c)
 {
-    /* Every rank takes part in an all-reduce; non-roots keep it in scratch. */
-    bool root = c->comm->rank == c->root;
-    size_t bytes = c->count * occl_type_size(c->type);
-    void *dst = root ? c->recvbuff : temp_alloc(bytes);
-    if (!dst)
-        return occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", bytes);
-    occlResult_t res = all_reduce(c, dst);
-    if (!root)
-        orFree(dst);
+    ctx x = make_ctx(c);
+    size_t bytes = c->count * x.es;
+    reduction r = reduction_of(c);
+    bool root = x.comm->rank == c->root;
+    if (x.n == 1) {
+        if (r.pre.kind == OCCL_RED_PREMULSUM)
+            occl_premul(c->recvbuff, c->sendbuff, c->count, c->type, &r.pre);
+        else if (c->recvbuff != c->sendbuff)
+            memcpy(c->recvbuff, c->sendbuff, bytes);
+        return occlSuccess;
+    }
+    occl_algo algo = occl_plan(c);
+    int root_pos = pos_of(x.comm, c->root);
+    /* Only the root's result is kept: the partials of ranks that add
+     * something up (all but the chain's first rank and the tree's leaves)
+     * go in scratch, and so does a scaled input. */
+    bool pre = r.pre.kind == OCCL_RED_PREMULSUM;
+    bool adds = algo == OCCL_ALGO_TREE ? 2 * ((x.p - root_pos + x.n) % x.n) + 1 < x.n
+                                       : (x.p - root_pos - 1 + 2 * x.n) % x.n != 0;
+    void *acc = root ? c->recvbuff : adds || pre ? occl_scratch(x.comm, OCCL_SCRATCH_A, bytes) : NULL;
+    if (!acc && (root || adds || pre))
+        return occlUnhandledDeviceError;
+    const void *input = c->sendbuff;
+    if (pre) {
+        occl_premul(acc, c->sendbuff, c->count, c->type, &r.pre);
+        input = acc;
+    }
+    occlResult_t res = algo == OCCL_ALGO_TREE
+                           ? tree_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op)
+                           : chain_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op);
+    if (res == occlSuccess && root && c->avg)
+        occl_finish_avg(c->recvbuff, c->count, c->type, x.n);
     return res;
 }
 
@@ -291,15 +455,15 @@ static occlResult_t reduce_scatter(const occl_call *c)
     unsigned char *scaled = NULL, *acc = NULL;
     occlResult_t res = occlSuccess;
     if (r.pre.kind == OCCL_RED_PREMULSUM) {
-        if (!(scaled = temp_alloc(total)))
-            return occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", total);
+        if (!(scaled = occl_scratch(x.comm, OCCL_SCRATCH_B, total)))
+            return occlUnhandledDeviceError;
         occl_premul(scaled, c->sendbuff, c->count * (size_t)x.n, c->type, &r.pre);
         input = scaled;
     }
     if (x.n == 1) {
         memmove(c->recvbuff, input, block);
-    } else if (!(acc = temp_alloc(total))) {
-        res = occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", total);
+    } else if (!(acc = occl_scratch(x.comm, OCCL_SCRATCH_A, total))) {
+        res = occlUnhandledDeviceError;
     } else {
         /* Ring over blocks: at step s send the partial of the block at ring
          * position p-s-1, receive that of p-s-2; the last one received is our own. */
@@ -315,10 +479,6 @@ static occlResult_t reduce_scatter(const occl_call *c)
     }
     if (res == occlSuccess && c->avg)
         occl_finish_avg(c->recvbuff, c->count, c->type, x.n);
-    if (acc)
-        orFree(acc);
-    if (scaled)
-        orFree(scaled);
     return res;
 }
 
@@ -330,8 +490,8 @@ static occlResult_t all_to_all(const occl_call *c)
     const unsigned char *send = c->sendbuff;
     unsigned char *recv = c->recvbuff, *copy = NULL;
     if (c->sendbuff == c->recvbuff && x.n > 1) { /* in place: peers read what we overwrite */
-        if (!(copy = temp_alloc(total)))
-            return occl_fail(occlSystemError, "no device memory for %zu bytes of scratch", total);
+        if (!(copy = occl_scratch(x.comm, OCCL_SCRATCH_A, total)))
+            return occlUnhandledDeviceError;
         memcpy(copy, send, total);
         send = copy;
     }
@@ -347,8 +507,6 @@ static occlResult_t all_to_all(const occl_call *c)
     if (res == occlSuccess && m)
         res = occl_xfers_run(x.comm, xf, m);
     free(xf);
-    if (copy)
-        orFree(copy);
     return res;
 }
 
@@ -382,6 +540,9 @@ occlResult_t occl_run_call(occl_call *c)
 {
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
+    if (c->coll != OCCL_COLL_ALLREDUCE && c->coll != OCCL_COLL_REDUCE && c->coll < OCCL_COLL_SEND &&
+        c->comm->nranks > 1)
+        occl_plan(c); /* one algorithm each: logged all the same */
     switch (c->coll) {
     case OCCL_COLL_ALLREDUCE: return all_reduce(c, c->recvbuff);
     case OCCL_COLL_BROADCAST: return broadcast(c);

@@ -117,7 +117,124 @@ uint64_t occl_deadline(void)
     return or_now_ns() + timeout_ns;
 }
 
-bool occl_comm_valid(occlComm_t comm) { return comm && comm->magic == OCCL_COMM_MAGIC; }
+/* Live communicators of this process: a handle is checked against this
+ * list, never dereferenced first, so a destroyed communicator (freed memory)
+ * is recognized as such. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static occlComm_t *live;
+static int nlive, cap_live;
+
+static bool live_add(occlComm_t comm)
+{
+    pthread_mutex_lock(&live_lock);
+    if (nlive == cap_live) {
+        int cap = cap_live ? 2 * cap_live : 16;
+        occlComm_t *grown = realloc(live, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&live_lock);
+            return false;
+        }
+        live = grown;
+        cap_live = cap;
+    }
+    live[nlive++] = comm;
+    pthread_mutex_unlock(&live_lock);
+    return true;
+}
+
+static void live_remove(occlComm_t comm)
+{
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < nlive; i++)
+        if (live[i] == comm) {
+            live[i] = live[--nlive];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+bool occl_comm_valid(occlComm_t comm)
+{
+    if (!comm)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&live_lock);
+    for (int i = 0; i < nlive && !found; i++)
+        found = live[i] == comm;
+    pthread_mutex_unlock(&live_lock);
+    return found && comm->magic == OCCL_COMM_MAGIC;
+}
+
+/* ---- scratch ----------------------------------------------------------------- */
+
+/* Sizes are rounded up so a sweep of growing calls reallocates rarely. */
+static size_t scratch_round(size_t bytes)
+{
+    size_t unit = (size_t)1 << 20;
+    return bytes > SIZE_MAX - unit ? bytes : (bytes + unit - 1) & ~(unit - 1);
+}
+
+void *occl_scratch(occlComm_t comm, int slot, size_t bytes)
+{
+    if (bytes <= comm->scratch_bytes[slot])
+        return comm->scratch[slot];
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    if (comm->scratch[slot])
+        orFree(comm->scratch[slot]);
+    comm->scratch[slot] = NULL;
+    comm->scratch_bytes[slot] = 0;
+    size_t want = scratch_round(bytes);
+    void *p = NULL;
+    if (orMalloc(&p, want) == orSuccess) {
+        comm->scratch[slot] = p;
+        comm->scratch_bytes[slot] = want;
+    } else {
+        p = NULL;
+        occl_fail(occlUnhandledDeviceError, "no device memory for %zu bytes of scratch", bytes);
+    }
+    orSetDevice(prev);
+    return p;
+}
+
+void *occl_staging_take(occlComm_t comm, size_t bytes)
+{
+    if (comm->staging_busy)
+        return malloc(bytes);
+    if (bytes > comm->staging_bytes) {
+        free(comm->staging);
+        comm->staging_bytes = 0;
+        comm->staging = malloc(scratch_round(bytes));
+        if (!comm->staging)
+            return NULL;
+        comm->staging_bytes = scratch_round(bytes);
+    }
+    comm->staging_busy = true;
+    return comm->staging;
+}
+
+void occl_staging_give(occlComm_t comm, void *p)
+{
+    if (p && p == comm->staging)
+        comm->staging_busy = false;
+    else
+        free(p);
+}
+
+void occl_scratch_release(occlComm_t comm)
+{
+    for (int k = 0; k < OCCL_SCRATCH_SLOTS; k++) {
+        if (comm->scratch[k])
+            orFree(comm->scratch[k]);
+        comm->scratch[k] = NULL;
+        comm->scratch_bytes[k] = 0;
+    }
+    free(comm->staging);
+    comm->staging = NULL;
+    comm->staging_bytes = 0;
+    comm->staging_busy = false;
+}
 
 void occl_comm_set_error(occlComm_t comm, occlResult_t res)
 {
@@ -197,6 +314,8 @@ static void comm_free(occlComm_t c)
 {
     if (!c)
         return;
+    live_remove(c);
+    occl_scratch_release(c);
     if (c->ctrl)
         orFree(c->ctrl);
     if (c->tag_slot) {
@@ -209,6 +328,7 @@ static void comm_free(occlComm_t c)
     free(c->premul);
     free(c->peers);
     free(c->ring);
+    free(c->node_first);
     c->magic = 0;
     free(c);
 }
@@ -248,10 +368,24 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
     for (int i = 0; i < c->nranks; i++)
         if (c->ring[i] == c->rank)
             c->ring_pos = i;
+    /* Virtual nodes: runs of one node along the ring. */
+    c->node_first = calloc((size_t)c->nranks + 1, sizeof *c->node_first);
+    if (!c->node_first)
+        return occl_fail(occlSystemError, "out of memory");
+    c->nnodes = 0;
+    for (int i = 0; i < c->nranks; i++) {
+        if (i == 0 || c->peers[c->ring[i]].node != c->peers[c->ring[i - 1]].node)
+            c->node_first[c->nnodes++] = i;
+        if (i == c->ring_pos)
+            c->my_node = c->nnodes - 1;
+    }
+    c->node_first[c->nnodes] = c->nranks;
+    if (!live_add(c))
+        return occl_fail(occlSystemError, "out of memory");
     c->magic = OCCL_COMM_MAGIC;
-    OCCL_INFO("comm %016llx rank %d/%d on device %d, world rank %d, node %d, tag slot %d",
-              (unsigned long long)c->id, c->rank, c->nranks, c->device, c->job.rank,
-              c->job.node, slot);
+    OCCL_INFO("comm %016llx rank %d/%d on device %d, world rank %d, node %d (%d virtual nodes), "
+              "tag slot %d", (unsigned long long)c->id, c->rank, c->nranks, c->device,
+              c->job.rank, c->job.node, c->nnodes, slot);
     return occlSuccess;
 }
 
@@ -526,6 +660,10 @@ occlResult_t occlCommFinalize(occlComm_t comm)
     orError_t err = orDeviceSynchronize();
     orSetDevice(prev);
     comm->finalized = true;
+    /* No call of it runs any more: its scratch goes back to the device. */
+    pthread_mutex_lock(&comm->lock);
+    occl_scratch_release(comm);
+    pthread_mutex_unlock(&comm->lock);
     if (err != orSuccess && err != orErrorTimeout && err != orErrorRemote)
         return occl_fail(occlUnhandledDeviceError, "%s", orGetErrorString(err));
     int async = atomic_load(&comm->async_error);

@@ -50,6 +50,7 @@ occlResult_t occl_group_add_init(const void *init, size_t size)
 /* ---- tasks ------------------------------------------------------------------- */
 
 typedef struct occl_task {
+    uint64_t entry_ns; /* virtual clock of the stream at the task (vcost.c) */
     int n;
     occl_call calls[];
 } occl_task;
@@ -64,6 +65,7 @@ static void task_main(void *arg)
 {
     occl_task *t = arg;
     occlComm_t comm = t->calls[0].comm;
+    uint64_t clock = t->entry_ns;
     pthread_mutex_lock(&comm->lock);
     occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
     if (res != occlSuccess)
@@ -73,14 +75,11 @@ static void task_main(void *arg)
         int j = i;
         while (j < t->n && (t->calls[j].coll == OCCL_COLL_SEND || t->calls[j].coll == OCCL_COLL_RECV))
             j++;
-        if (j > i) {
-            res = occl_run_calls(&t->calls[i], j - i);
-            i = j;
-        } else {
-            res = occl_run_call(&t->calls[i]);
-            i++;
-        }
+        int m = j > i ? j - i : 1;
+        res = occl_vrun(&t->calls[i], m, &clock);
+        i += m;
     }
+    or_stream_release_vclock(t->calls[0].stream, clock);
     if (res != occlSuccess) {
         occl_comm_set_error(comm, res);
         or_stream_fail(t->calls[0].stream, stream_error_of(res));
@@ -103,7 +102,7 @@ static occlResult_t launch(occl_call *calls, int n)
     int prev;
     orGetDevice(&prev);
     orSetDevice(calls[0].stream_device);
-    orError_t err = orLaunchHostFunc(calls[0].stream, task_main, t);
+    orError_t err = or_launch_host_func_held(calls[0].stream, task_main, t, &t->entry_ns);
     orSetDevice(prev);
     if (err != orSuccess) {
         free(t);

@@ -32,6 +32,15 @@
  * of an MPI tag. */
 #define OCCL_MAX_MPI_RANKS 1024
 #define OCCL_TAG_SLOTS 255
+/* Device scratch buffers a call may use at once (see occl_scratch). */
+enum { OCCL_SCRATCH_A, OCCL_SCRATCH_B, OCCL_SCRATCH_SLOTS };
+/* Network transfers go in OCCL_NET_SPLIT pieces of at least OCCL_NET_PIECE
+ * bytes (more only past OCCL_MPI_PIECE each): a receive that reduces keeps
+ * OCCL_NET_DEPTH pieces posted while it reduces the one that arrived. */
+#define OCCL_NET_PIECE ((size_t)1 << 20)
+#define OCCL_NET_SPLIT 4
+#define OCCL_NET_MAX_PIECES 64
+#define OCCL_NET_DEPTH 2
 
 /* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
 typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;
@@ -103,7 +112,30 @@ struct occlComm {
     } *premul;
     int npremul;
     uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
+    /* Virtual nodes, in ring order: node k's ranks are ring[node_first[k]]
+     * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
+    int nnodes, my_node; /* my_node: index of this rank's node */
+    int *node_first;     /* nnodes + 1 entries */
+    /* Scratch kept across calls (tasks of a communicator run one at a time):
+     * device memory peers may read, and host memory that network receives
+     * land in before they are reduced. Grown on demand, freed when the
+     * communicator is finalized, destroyed or aborted, so a large call does
+     * not fault fresh pages in every time. */
+    void *scratch[OCCL_SCRATCH_SLOTS];
+    size_t scratch_bytes[OCCL_SCRATCH_SLOTS];
+    void *staging;
+    size_t staging_bytes;
+    bool staging_busy;
 };
+
+/* Device scratch of at least `bytes` in slot `slot` of comm (its contents
+ * are not kept between calls); NULL (with the reason recorded) if the device
+ * has no memory for it. Host staging likewise: occl_staging_take gives the
+ * comm's buffer if free, else a fresh one that occl_staging_give frees. */
+void *occl_scratch(occlComm_t comm, int slot, size_t bytes);
+void *occl_staging_take(occlComm_t comm, size_t bytes);
+void occl_staging_give(occlComm_t comm, void *p);
+void occl_scratch_release(occlComm_t comm); /* frees all of it */
 
 /* A point-to-point transfer in flight. */
 typedef enum { OCCL_XFER_SEND, OCCL_XFER_RECV } occl_xfer_kind;
@@ -118,17 +150,30 @@ typedef struct occl_xfer {
     const void *with;
     occlDataType_t type;
     const occl_redop *op;
+    /* An intra-node receive that holds: instead of copying, it leaves the
+     * address of the sender's bytes in `mapped` and keeps the sender waiting
+     * until occl_xfer_release (so several peers' buffers can be reduced in
+     * one pass). */
+    bool hold;
+    const void *mapped;
     /* progress */
     int state;
     uint64_t seq;
     or_mem_ref ref; /* intra-node send: where buf is, for the receiver */
-    void *staging; /* network receive with reduction */
-    MPI_Request req[16];
-    int nreq;
+    /* Network: the transfer goes in npieces pieces of `piece` bytes (the
+     * last shorter); a receive that reduces lands them in staging, a ring of
+     * OCCL_NET_DEPTH pieces, and reduces each as it arrives. */
+    size_t piece;
+    int npieces, next_post, next_done;
+    void *staging;
+    MPI_Request req[OCCL_NET_MAX_PIECES];
+    int nreq; /* requests still outstanding */
 } occl_xfer;
 
 /* Progress a set of transfers until all are done or the deadline passes. */
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
+/* Let the sender of a held receive go on (its bytes are no longer read). */
+void occl_xfer_release(occlComm_t comm, occl_xfer *x);
 
 /* One collective or point-to-point call, copied at enqueue. */
 typedef enum {
@@ -164,10 +209,23 @@ occlResult_t occl_run_call(occl_call *call);
 /* Run several calls of one device together (a group's sends and receives). */
 occlResult_t occl_run_calls(occl_call *calls, int n);
 
-/* tuning.c: the algorithm a call uses (ring for everything but AllReduce,
- * which also has tree and direct). */
-typedef enum { OCCL_ALGO_RING, OCCL_ALGO_TREE, OCCL_ALGO_DIRECT, OCCL_NUM_ALGOS } occl_algo;
+/* tuning.c: the algorithm a call uses (AllReduce: ring, tree, direct or
+ * hierarchical; Reduce: ring or tree; the rest: ring). */
+typedef enum {
+    OCCL_ALGO_RING,
+    OCCL_ALGO_TREE,
+    OCCL_ALGO_DIRECT,
+    OCCL_ALGO_HIERARCHICAL,
+    OCCL_NUM_ALGOS
+} occl_algo;
 occl_algo occl_plan(const occl_call *call);
+size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk */
+#define OCCL_BROADCAST_CHUNK ((size_t)4 << 20) /* Broadcast's pipeline chunk */
+
+/* vcost.c: run a call (or a group's consecutive sends and receives) and
+ * account for it: in virtual time, exchange entry clocks with the peers and
+ * move *clock (this rank's entry) to the call's end; in traces, a slice. */
+occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
 const char *occl_algo_name(occl_algo a);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */

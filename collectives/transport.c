@@ -7,7 +7,11 @@
  * the receiver reads the bytes straight from the sender's device memory,
  * copying or reducing them into its own, then acknowledges. No MPI, no
  * intermediate buffer, and the sender's buffer is never reused early.
- * Other nodes: MPI_Isend / MPI_Irecv, tagged with the pair's sequence.
+ * Other nodes: MPI_Isend / MPI_Irecv in pieces (a quarter of the transfer,
+ * at least 1 MiB). A receive that reduces keeps OCCL_NET_DEPTH pieces
+ * posted into the communicator's staging memory and reduces each as it
+ * lands, so the network fills the next piece while the current one is
+ * reduced.
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -55,10 +59,43 @@ static int tag_of(occlComm_t comm, int src, int dst)
     return comm->tag_base | (src << 10) | dst;
 }
 
+/* Pieces of a network transfer: a quarter of it, at least OCCL_NET_PIECE
+ * (so a receive that reduces overlaps the reduction of one piece with the
+ * arrival of the next, while each piece's MPI hand-shake, which waits for
+ * the sender's process to be scheduled, stays rare), at most
+ * OCCL_MPI_PIECE, a multiple of 64 bytes (whole elements of every type).
+ * Both ends compute the same split from the byte count. */
+static size_t piece_of(size_t bytes)
+{
+    size_t piece = ((bytes / OCCL_NET_SPLIT) + 127) & ~(size_t)63;
+    if (piece < OCCL_NET_PIECE)
+        piece = OCCL_NET_PIECE;
+    return piece < OCCL_MPI_PIECE ? piece : OCCL_MPI_PIECE;
+}
+
+static size_t piece_len(const occl_xfer *x, int k)
+{
+    size_t off = (size_t)k * x->piece;
+    return x->bytes - off < x->piece ? x->bytes - off : x->piece;
+}
+
+/* Receive piece k of a reducing network receive into its staging slot. */
+static occlResult_t post_piece(occlComm_t comm, occl_xfer *x, int k)
+{
+    void *dst = (char *)x->staging + (size_t)(k % OCCL_NET_DEPTH) * x->piece;
+    if (MPI_Irecv(dst, (int)piece_len(x, k), MPI_BYTE, comm->peers[x->peer].world_rank,
+                  tag_of(comm, x->peer, comm->rank), comm->job.comm,
+                  &x->req[k % OCCL_NET_DEPTH]) != MPI_SUCCESS)
+        return occl_fail(occlSystemError, "MPI_Irecv from rank %d failed", x->peer);
+    x->next_post = k + 1;
+    return occlSuccess;
+}
+
 static occlResult_t start(occlComm_t comm, occl_xfer *x)
 {
     occl_peer *p = &comm->peers[x->peer];
     x->nreq = 0;
+    x->mapped = NULL;
     if (x->kind == OCCL_XFER_SEND) {
         x->seq = ++p->sent;
         if (same_node(comm, x->peer)) {
@@ -69,51 +106,65 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
                                                       "memory of this rank", x->buf, x->bytes);
             x->state = XFER_START;
             return occlSuccess;
-        } else {
-            size_t pieces = x->bytes ? (x->bytes + OCCL_MPI_PIECE - 1) / OCCL_MPI_PIECE : 1;
-            if (pieces > 16)
-                return occl_fail(occlInvalidArgument, "transfer of %zu bytes is too long", x->bytes);
-            for (size_t k = 0; k < pieces; k++) {
-                size_t off = k * OCCL_MPI_PIECE, n = x->bytes - off < OCCL_MPI_PIECE ? x->bytes - off : OCCL_MPI_PIECE;
-                if (MPI_Isend((char *)x->buf + off, (int)n, MPI_BYTE, p->world_rank,
-                              tag_of(comm, comm->rank, x->peer), comm->job.comm, &x->req[x->nreq++]) != MPI_SUCCESS)
-                    return occl_fail(occlSystemError, "MPI_Isend to rank %d failed", x->peer);
-            }
         }
     } else {
         x->seq = ++p->received;
-        if (!same_node(comm, x->peer)) {
-            void *dst = x->buf;
-            if (x->reduce && x->bytes) {
-                x->staging = malloc(x->bytes);
-                if (!x->staging)
-                    return occl_fail(occlSystemError, "out of memory for %zu bytes", x->bytes);
-                dst = x->staging;
-            }
-            size_t pieces = x->bytes ? (x->bytes + OCCL_MPI_PIECE - 1) / OCCL_MPI_PIECE : 1;
-            if (pieces > 16)
-                return occl_fail(occlInvalidArgument, "transfer of %zu bytes is too long", x->bytes);
-            for (size_t k = 0; k < pieces; k++) {
-                size_t off = k * OCCL_MPI_PIECE, n = x->bytes - off < OCCL_MPI_PIECE ? x->bytes - off : OCCL_MPI_PIECE;
-                if (MPI_Irecv((char *)dst + off, (int)n, MPI_BYTE, p->world_rank,
-                              tag_of(comm, x->peer, comm->rank), comm->job.comm, &x->req[x->nreq++]) != MPI_SUCCESS)
-                    return occl_fail(occlSystemError, "MPI_Irecv from rank %d failed", x->peer);
-            }
+        if (same_node(comm, x->peer)) {
+            x->state = XFER_WAIT;
+            return occlSuccess;
         }
     }
+    /* Over the network, in pieces sent in order under one tag: MPI keeps
+     * them in order, so piece k matches piece k. */
+    x->piece = piece_of(x->bytes);
+    x->npieces = x->bytes ? (int)((x->bytes + x->piece - 1) / x->piece) : 1;
+    if (x->npieces > OCCL_NET_MAX_PIECES)
+        return occl_fail(occlInvalidArgument, "transfer of %zu bytes is too long", x->bytes);
+    x->next_post = x->next_done = 0;
+    if (x->kind == OCCL_XFER_RECV && x->reduce && x->bytes) {
+        int depth = x->npieces < OCCL_NET_DEPTH ? x->npieces : OCCL_NET_DEPTH;
+        x->staging = occl_staging_take(comm, (size_t)depth * x->piece);
+        if (!x->staging)
+            return occl_fail(occlSystemError, "out of memory for %zu bytes",
+                             (size_t)depth * x->piece);
+        for (int k = 0; k < depth; k++) {
+            occlResult_t res = post_piece(comm, x, k);
+            if (res != occlSuccess)
+                return res;
+            x->nreq++;
+        }
+        x->state = XFER_WAIT;
+        return occlSuccess;
+    }
+    int tag = x->kind == OCCL_XFER_SEND ? tag_of(comm, comm->rank, x->peer)
+                                        : tag_of(comm, x->peer, comm->rank);
+    for (int k = 0; k < x->npieces; k++) {
+        char *at = (char *)x->buf + (size_t)k * x->piece;
+        int len = (int)(x->bytes ? piece_len(x, k) : 0);
+        int rc = x->kind == OCCL_XFER_SEND
+                     ? MPI_Isend(at, len, MPI_BYTE, p->world_rank, tag, comm->job.comm, &x->req[k])
+                     : MPI_Irecv(at, len, MPI_BYTE, p->world_rank, tag, comm->job.comm, &x->req[k]);
+        if (rc != MPI_SUCCESS)
+            return occl_fail(occlSystemError, "MPI_%s rank %d failed",
+                             x->kind == OCCL_XFER_SEND ? "Isend to" : "Irecv from", x->peer);
+        x->nreq++;
+    }
+    x->next_post = x->npieces;
     x->state = XFER_WAIT;
     return occlSuccess;
 }
 
-static void deliver(occl_xfer *x, const void *src)
+static void deliver_at(occl_xfer *x, size_t off, const void *src, size_t bytes)
 {
-    if (!x->bytes)
+    if (!bytes)
         return;
+    unsigned char *dst = (unsigned char *)x->buf + off;
     if (x->reduce) {
-        size_t n = x->bytes / occl_type_size(x->type);
-        occl_reduce2(x->buf, x->with ? x->with : x->buf, src, n, x->type, x->op);
-    } else if (x->buf != src) {
-        memcpy(x->buf, src, x->bytes);
+        size_t n = bytes / occl_type_size(x->type);
+        const unsigned char *with = x->with ? (const unsigned char *)x->with + off : dst;
+        occl_reduce2(dst, with, src, n, x->type, x->op);
+    } else if (dst != src) {
+        memcpy(dst, src, bytes);
     }
 }
 
@@ -133,81 +184,136 @@ static bool post_send(occlComm_t comm, occl_xfer *x)
     return true;
 }
 
-/* One attempt to move x forward; true if it did. */
-static bool progress(occlComm_t comm, occl_xfer *x, occlResult_t *err)
+enum { NO_MOVE, MOVED, FINISHED };
+
+/* A network transfer: test its outstanding pieces in order; a reducing
+ * receive reduces each arrived piece and posts the one OCCL_NET_DEPTH
+ * further, so the network fills the next pieces while this one reduces. */
+static int progress_net(occlComm_t comm, occl_xfer *x, occlResult_t *err)
 {
-    occl_peer *p = &comm->peers[x->peer];
-    if (x->nreq) { /* a network transfer */
+    bool staged = x->staging != NULL;
+    int moved = NO_MOVE;
+    if (!staged) {
         int done = 0;
-        MPI_Status st[16];
-        if (MPI_Testall(x->nreq, x->req, &done, st) != MPI_SUCCESS) {
+        MPI_Status st[OCCL_NET_MAX_PIECES];
+        if (MPI_Testall(x->npieces, x->req, &done, st) != MPI_SUCCESS) {
             *err = occl_fail(occlRemoteError, "MPI transfer with rank %d failed", x->peer);
-            return false;
+            return NO_MOVE;
         }
         if (!done)
-            return false;
-        if (x->kind == OCCL_XFER_RECV && x->staging) {
-            deliver(x, x->staging);
-            free(x->staging);
-            x->staging = NULL;
-        }
+            return NO_MOVE;
         x->nreq = 0;
         x->state = XFER_DONE;
-        return true;
+        return FINISHED;
     }
-    if (x->kind == OCCL_XFER_SEND) {
-        if (!same_node(comm, x->peer)) { /* empty network send already completed */
-            x->state = XFER_DONE;
-            return true;
+    while (x->next_done < x->npieces) {
+        int k = x->next_done, done = 0;
+        MPI_Request *req = &x->req[k % OCCL_NET_DEPTH];
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            *err = occl_fail(occlRemoteError, "MPI transfer with rank %d failed", x->peer);
+            return NO_MOVE;
         }
+        if (!done)
+            break;
+        x->nreq--;
+        deliver_at(x, (size_t)k * x->piece,
+                   (char *)x->staging + (size_t)(k % OCCL_NET_DEPTH) * x->piece, piece_len(x, k));
+        x->next_done = k + 1;
+        moved = MOVED;
+        if (x->next_post < x->npieces) {
+            if ((*err = post_piece(comm, x, x->next_post)) != occlSuccess)
+                return NO_MOVE;
+            x->nreq++;
+        }
+    }
+    if (x->next_done < x->npieces)
+        return moved;
+    occl_staging_give(comm, x->staging);
+    x->staging = NULL;
+    x->state = XFER_DONE;
+    return FINISHED;
+}
+
+/* One attempt to move x forward. */
+static int progress(occlComm_t comm, occl_xfer *x, occlResult_t *err)
+{
+    occl_peer *p = &comm->peers[x->peer];
+    if (!same_node(comm, x->peer))
+        return progress_net(comm, x, err);
+    if (x->kind == OCCL_XFER_SEND) {
         occl_slot *ack = ack_slot(p->ctrl, comm->nranks, comm->rank);
         if (atomic_load_explicit(&ack->seq, memory_order_acquire) < x->seq)
-            return false;
+            return NO_MOVE;
         x->state = XFER_DONE;
-        return true;
-    }
-    if (!same_node(comm, x->peer)) {
-        x->state = XFER_DONE;
-        return true;
+        return FINISHED;
     }
     occl_slot *in = out_slot(p->ctrl, comm->rank);
     if (atomic_load_explicit(&in->seq, memory_order_acquire) < x->seq)
-        return false;
+        return NO_MOVE;
     if (in->bytes != x->bytes) {
         *err = occl_fail(occlInvalidUsage, "rank %d sent %llu bytes where rank %d expects %zu: "
                                            "mismatched calls", x->peer,
                          (unsigned long long)in->bytes, comm->rank, x->bytes);
-        return false;
+        return NO_MOVE;
     }
     if (x->bytes) {
         const void *src = or_mem_import(&in->ref);
         if (!src) {
             *err = occl_fail(occlInternalError, "cannot map rank %d's memory", x->peer);
-            return false;
+            return NO_MOVE;
         }
-        deliver(x, src);
+        if (x->hold) {
+            x->mapped = src; /* read by the caller; acknowledged at release */
+            x->state = XFER_DONE;
+            return FINISHED;
+        }
+        deliver_at(x, 0, src, x->bytes);
     }
-    atomic_store_explicit(&ack_slot(comm->ctrl, comm->nranks, x->peer)->seq, x->seq,
-                          memory_order_release);
-    ring_bell(p->ctrl);
+    occl_xfer_release(comm, x);
     x->state = XFER_DONE;
-    return true;
+    return FINISHED;
 }
 
-static void cancel(occl_xfer *x)
+void occl_xfer_release(occlComm_t comm, occl_xfer *x)
 {
-    for (int i = 0; i < x->nreq; i++) {
-        MPI_Cancel(&x->req[i]);
-        MPI_Request_free(&x->req[i]);
+    atomic_store_explicit(&ack_slot(comm->ctrl, comm->nranks, x->peer)->seq, x->seq,
+                          memory_order_release);
+    ring_bell(comm->peers[x->peer].ctrl);
+    x->mapped = NULL;
+}
+
+static void cancel(occlComm_t comm, occl_xfer *x)
+{
+    if (x->nreq) {
+        /* Outstanding: a staged receive's pieces not yet reduced, or every
+         * piece posted of another transfer. */
+        int first = x->staging ? x->next_done : 0;
+        int last = x->staging ? x->next_post : x->nreq;
+        for (int k = first; k < last; k++) {
+            MPI_Request *req = &x->req[x->staging ? k % OCCL_NET_DEPTH : k];
+            if (*req != MPI_REQUEST_NULL) {
+                MPI_Cancel(req);
+                MPI_Request_free(req);
+            }
+        }
     }
     x->nreq = 0;
-    free(x->staging);
+    if (x->staging)
+        occl_staging_give(comm, x->staging);
     x->staging = NULL;
 }
 
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
 {
     occlResult_t err = occlSuccess;
+    /* A network receive that reduces posts its later pieces as it goes: no
+     * other receive from that peer (same tag) may be posted meanwhile. */
+    for (int i = 0; i < n; i++)
+        if (x[i].kind == OCCL_XFER_RECV && x[i].reduce && !same_node(comm, x[i].peer))
+            for (int j = 0; j < n; j++)
+                if (j != i && x[j].kind == OCCL_XFER_RECV && x[j].peer == x[i].peer)
+                    return occl_fail(occlInternalError, "two receives from rank %d in one step, "
+                                                        "one reducing", x[i].peer);
     for (int i = 0; i < n && err == occlSuccess; i++)
         err = start(comm, &x[i]);
     uint64_t deadline = occl_deadline();
@@ -219,9 +325,10 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
         for (int i = 0; i < n && err == occlSuccess; i++) {
             if (x[i].state == XFER_START && post_send(comm, &x[i]))
                 moved = true;
-            if (x[i].state == XFER_WAIT && progress(comm, &x[i], &err)) {
-                moved = true;
-                left--;
+            if (x[i].state == XFER_WAIT) {
+                int m = progress(comm, &x[i], &err);
+                moved |= m != NO_MOVE;
+                left -= m == FINISHED;
             }
         }
         if (err != occlSuccess || left == 0)
@@ -256,6 +363,6 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
     }
     if (err != occlSuccess)
         for (int i = 0; i < n; i++)
-            cancel(&x[i]);
+            cancel(comm, &x[i]);
     return err;
 }

@@ -3,7 +3,10 @@
  * algorithm's steps (alpha-beta, with the hop costs of this machine class),
  * the cheapest allowed one wins. OCCL_ALGO restricts the choice with NCCL's
  * syntax: "ring,tree", "^direct" (all but), or per collective
- * "allreduce:tree;broadcast:ring". OCCL_DEBUG=INFO logs each choice.
+ * "allreduce:tree;broadcast:ring". A collective the list leaves with no
+ * algorithm it has uses its own cheapest, as NCCL falls back for
+ * collectives an algorithm does not implement. OCCL_DEBUG=INFO logs each
+ * choice.
  */
 #include <ctype.h>
 #include <math.h>
@@ -14,7 +17,7 @@
 
 #include "occl_internal.h"
 
-static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct"};
+static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical"};
 
 const char *occl_algo_name(occl_algo a)
 {
@@ -39,7 +42,8 @@ static unsigned parse_list(const char *list, size_t len)
         if (a < OCCL_NUM_ALGOS)
             mask |= 1u << a;
         else if (n)
-            OCCL_WARN("OCCL_ALGO: unknown algorithm '%.*s' ignored (known: ring, tree, direct)",
+            OCCL_WARN("OCCL_ALGO: unknown algorithm '%.*s' ignored (known: ring, tree, direct, "
+                      "hierarchical)",
                       (int)n, p);
         p += n + 1;
     }
@@ -91,26 +95,56 @@ static double hop_us(bool net, double bytes)
     return net ? ALPHA_NET_US + bytes / (BETA_NET_GBS * 1e3) : ALPHA_NODE_US + bytes / (BETA_NODE_GBS * 1e3);
 }
 
-static bool spans_nodes(occlComm_t comm)
+/* Ranks of the most populated virtual node. */
+static int max_local(occlComm_t comm)
 {
-    for (int r = 0; r < comm->nranks; r++)
-        if (comm->peers[r].node != comm->peers[0].node)
-            return true;
-    return false;
+    int m = 0;
+    for (int k = 0; k < comm->nnodes; k++)
+        if (comm->node_first[k + 1] - comm->node_first[k] > m)
+            m = comm->node_first[k + 1] - comm->node_first[k];
+    return m;
 }
 
-/* Predicted microseconds of an all-reduce of `bytes` with algorithm a. */
+/* Predicted microseconds of an all-reduce of `bytes` with algorithm a;
+ * INFINITY where the planner should not pick it by itself. */
 static double allreduce_cost(occlComm_t comm, occl_algo a, double bytes)
 {
-    int n = comm->nranks;
-    bool net = spans_nodes(comm);
+    int n = comm->nranks, L = comm->nnodes, m = max_local(comm);
+    bool net = L > 1;
     double steps_log = ceil(log2(n));
     switch (a) {
     case OCCL_ALGO_RING: return 2.0 * (n - 1) * hop_us(net, bytes / n);
     case OCCL_ALGO_TREE: return 2.0 * steps_log * hop_us(net, bytes) + 2.0 * bytes / (BETA_NODE_GBS * 1e3);
     case OCCL_ALGO_DIRECT:
-        /* n-1 messages in and out at once, then an n-way reduction. */
+        /* n-1 messages in and out at once, then an n-way reduction;
+         * it keeps n copies of the buffer: only for small ones. */
+        if (bytes * n > (double)(64u << 20))
+            return INFINITY;
         return hop_us(net, bytes) + (n - 1) * bytes / ((net ? BETA_NET_GBS : BETA_NODE_GBS) * 1e3);
+    case OCCL_ALGO_HIERARCHICAL:
+        /* Only worth it with several nodes of several ranks: the leader
+         * reads its m-1 peers' buffers, the leaders' ring crosses the
+         * network 2(L-1) times with S/L, the peers copy the result back. */
+        if (L < 2 || m < 2)
+            return INFINITY;
+        return hop_us(false, (m - 1) * bytes) + 2.0 * (L - 1) * hop_us(true, bytes / L) +
+               hop_us(false, bytes);
+    default: return INFINITY;
+    }
+}
+
+/* Reduce: a pipelined chain (n-1 links, then one chunk time per further
+ * chunk) or a binary tree (each level waits for two children's whole
+ * buffers). */
+static double reduce_cost(occlComm_t comm, occl_algo a, double bytes)
+{
+    int n = comm->nranks;
+    bool net = comm->nnodes > 1;
+    double chunk = (double)occl_chain_chunk((size_t)bytes);
+    double nchunks = ceil(bytes / chunk), piece = bytes < chunk ? bytes : chunk;
+    switch (a) {
+    case OCCL_ALGO_RING: return (n - 1 + (nchunks > 1 ? nchunks - 1 : 0)) * hop_us(net, piece);
+    case OCCL_ALGO_TREE: return ceil(log2(n)) * 2.0 * hop_us(net, bytes);
     default: return INFINITY;
     }
 }
@@ -119,23 +153,35 @@ occl_algo occl_plan(const occl_call *c)
 {
     pthread_once(&parse_once, parse_env);
     unsigned mask = allowed[c->coll];
-    occl_algo pick = OCCL_ALGO_RING;
-    if (c->coll == OCCL_COLL_ALLREDUCE && c->comm->nranks > 2) {
-        double bytes = (double)c->count * (double)occl_type_size(c->type), best = INFINITY;
-        for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
-            if (!(mask & (1u << a)))
-                continue;
-            /* Direct keeps n copies of the buffer: only for small ones. */
-            if (a == OCCL_ALGO_DIRECT && bytes * c->comm->nranks > (double)(64u << 20))
-                continue;
-            double cost = allreduce_cost(c->comm, (occl_algo)a, bytes);
-            if (cost < best) {
-                best = cost;
-                pick = (occl_algo)a;
-            }
+    occlComm_t comm = c->comm;
+    double bytes = (double)c->count * (double)occl_type_size(c->type);
+    /* What each collective implements. */
+    unsigned has = 1u << OCCL_ALGO_RING;
+    if (c->coll == OCCL_COLL_ALLTOALL || c->coll == OCCL_COLL_GATHER || c->coll == OCCL_COLL_SCATTER)
+        has = 1u << OCCL_ALGO_DIRECT;
+    else if (c->coll == OCCL_COLL_ALLREDUCE)
+        has = (1u << OCCL_NUM_ALGOS) - 1;
+    else if (c->coll == OCCL_COLL_REDUCE)
+        has |= 1u << OCCL_ALGO_TREE;
+    if (!(mask & has))
+        mask = has;
+    occl_algo pick = OCCL_NUM_ALGOS;
+    double best = INFINITY;
+    for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
+        if (!(mask & has & (1u << a)))
+            continue;
+        if (pick == OCCL_NUM_ALGOS)
+            pick = (occl_algo)a; /* allowed: used even if the model would not pick it */
+        double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(comm, (occl_algo)a, bytes)
+                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(comm, (occl_algo)a, bytes)
+                                                     : 0;
+        if (cost < best) {
+            best = cost;
+            pick = (occl_algo)a;
         }
     }
-    OCCL_INFO("rank %d: %s of %zu x %s: %s", c->comm->rank, occl_coll_name(c->coll), c->count,
-              occl_type_name(c->type), occl_algo_name(pick));
+    OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes: %s", comm->rank,
+              occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
+              comm->nnodes, occl_algo_name(pick));
     return pick;
 }

@@ -93,6 +93,10 @@ struct or_op {
         struct {
             void (*fn)(void *);
             void *data;
+            /* A layer's task that sets the stream's clock itself when it
+             * runs (or_launch_host_func_held): traced by that layer. */
+            bool held;
+            uint64_t *entry_out;
         } host;
         struct {
             or_event *event;
@@ -124,6 +128,9 @@ struct or_stream {
      * the owner refused); the next synchronization reports and clears it. */
     _Atomic int async_error;
     uint64_t vt_clock; /* virtual: end of the last op issued (vclock lock) */
+    /* Held host functions issued and not yet released: ops issued meanwhile
+     * wait, as their start is the held task's end (vclock lock). */
+    int vt_holds;
     int trace_tid;     /* track in traces: 0 default stream, then creation order */
 };
 

@@ -413,19 +413,19 @@ orError_t orDeviceSynchronize(void)
     pthread_mutex_unlock(&dev->lock);
     if (!pins)
         OR_RETURN(orErrorMemoryAllocation);
-    /* Virtual time: the host resumes when the latest stream ends. */
-    uint64_t vt = 0;
-    for (size_t i = 0; or_vt_on && i < n; i++) {
-        uint64_t t = or_vclock_stream(pins[i].s);
-        vt = t > vt ? t : vt;
-    }
-
     orError_t err = orSuccess;
     for (size_t i = 0; i < n; i++) {
         or_stream_wait_seq(pins[i].s, pins[i].seq);
         orError_t e = or_stream_take_error(pins[i].s);
         if (err == orSuccess)
             err = e;
+    }
+    /* Virtual time: the host resumes when the latest stream ends (read
+     * after the waits: a held task sets its stream's clock when it runs). */
+    uint64_t vt = 0;
+    for (size_t i = 0; or_vt_on && i < n; i++) {
+        uint64_t t = or_vclock_stream(pins[i].s);
+        vt = t > vt ? t : vt;
     }
 
     pthread_mutex_lock(&dev->lock);

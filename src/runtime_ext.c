@@ -3,6 +3,8 @@
 
 #include "internal.h"
 
+#include <math.h>
+
 orError_t or_mem_export(const void *p, size_t bytes, or_mem_ref *ref)
 {
     OR_API_BEGIN();
@@ -103,4 +105,51 @@ void or_trace_stream_slice(orStream_t stream, const char *name, const char *cate
     if (!or_trace_enabled() || or_stream_resolve(stream, &s) != orSuccess)
         return;
     or_trace_slice(s->dev->global_id, s->trace_tid, name, category, start_ns, end_ns, args_json);
+}
+
+orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *data,
+                                   uint64_t *entry_ns)
+{
+    OR_API_BEGIN();
+    if (!fn)
+        return orErrorInvalidValue;
+    or_stream *s;
+    orError_t err = or_stream_resolve(stream, &s);
+    if (err != orSuccess)
+        return err;
+    or_op *op = or_op_new(OR_OP_HOST_FUNC, 0);
+    if (!op)
+        return orErrorMemoryAllocation;
+    op->u.host.fn = fn;
+    op->u.host.data = data;
+    op->u.host.held = true;
+    op->u.host.entry_out = entry_ns;
+    if (entry_ns)
+        *entry_ns = 0;
+    or_stream_enqueue(s, op);
+    return orSuccess;
+}
+
+void or_stream_release_vclock(orStream_t stream, uint64_t end_ns)
+{
+    or_stream *s;
+    if (!or_vt_on || or_stream_resolve(stream, &s) != orSuccess)
+        return;
+    or_vclock_release(s, end_ns);
+}
+
+int or_global_device(int world_rank, int device)
+{
+    if (or_init() != orSuccess || world_rank < 0 || world_rank >= or_cl.nranks)
+        return -1;
+    return or_cl.first_device[world_rank] + device;
+}
+
+orError_t or_device_memory_bps(int device, uint64_t *bytes_per_s)
+{
+    OR_API_BEGIN();
+    if (device < 0 || device >= or_rt.ndevices)
+        return orErrorInvalidDevice;
+    *bytes_per_s = (uint64_t)llround(or_rt.devices[device].prop.memoryBandwidthGBs * 1e9);
+    return orSuccess;
 }

@@ -68,6 +68,25 @@ orError_t or_stream_advance_vclock(orStream_t stream, uint64_t start_ns, uint64_
 #define OR_VCLOCK_HOST (-1)
 uint64_t or_vclock_path_cost(int src_global_dev, int dst_global_dev, uint64_t bytes);
 
+/* A task whose virtual time only its own run can tell (a collective, which
+ * must see its peers' clocks): fn(data) runs in stream order as a host
+ * function, *entry_ns gets the stream's clock where it starts (written
+ * before fn can run; 0 in wall mode), and the stream's clock is held: ops
+ * issued on the stream afterwards wait in their call until the task calls
+ * or_stream_release_vclock, and then start at the end it gives. Not traced
+ * as a host function: the task records its own slices. */
+orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *data,
+                                   uint64_t *entry_ns);
+/* The held task's end: the stream's clock moves to at least end_ns, and the
+ * ops waiting to be issued go on. Call it exactly once per held task (also
+ * when it fails); nothing in wall mode. */
+void or_stream_release_vclock(orStream_t stream, uint64_t end_ns);
+/* Global id of device `device` of world rank world_rank (paths' ends). */
+int or_global_device(int world_rank, int device);
+/* Memory bandwidth of this process's device, bytes/s, as virtual time
+ * charges it. */
+orError_t or_device_memory_bps(int device, uint64_t *bytes_per_s);
+
 /* OPENREG_TRACE is set. */
 bool or_trace_enabled(void);
 /* Now, in the clock of wall-mode traces (ns). */

@@ -122,9 +122,14 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
 {
     or_device *dev = s->dev;
     bool wake = false;
+    if (or_vt_on) /* a held task's end is this op's start: wait until it is known */
+        or_vclock_wait_release(s);
     pthread_mutex_lock(&dev->lock);
-    if (or_vt_on)
+    if (or_vt_on) {
         or_vclock_charge(s, op);
+        if (op->kind == OR_OP_HOST_FUNC && op->u.host.held)
+            or_vclock_hold(s, op);
+    }
     uint64_t seq = op->seq = ++s->last_seq;
     op->stream = s;
     op->next = NULL;
@@ -493,10 +498,9 @@ orError_t orStreamSynchronize(orStream_t stream)
         OR_RETURN(err);
     if (or_in_worker())
         OR_RETURN(orErrorNotPermitted);
-    uint64_t vt = or_vt_on ? or_vclock_stream(s) : 0;
     or_stream_wait_seq(s, atomic_load(&s->enq_seq));
-    if (or_vt_on)
-        or_vclock_host_sync(vt);
+    if (or_vt_on) /* read after: a held task sets the clock when it runs */
+        or_vclock_host_sync(or_vclock_stream(s));
     OR_RETURN(or_stream_take_error(s));
 }
 

@@ -178,6 +178,8 @@ void or_trace_name_track(int pid, int tid, const char *name)
 
 void or_trace_op(const or_op *op, uint64_t wall_end)
 {
+    if (op->kind == OR_OP_HOST_FUNC && op->u.host.held)
+        return; /* the layer that issued it records its own slices */
     tr_buf *b;
     tr_rec *r = rec_slot(&b);
     if (!r)

@@ -279,6 +279,51 @@ uint64_t or_vclock_advance(or_stream *s, uint64_t start_ns, uint64_t cost_ns)
     return end;
 }
 
+/* ---- held tasks (a layer sets the stream's clock when its task runs) ------ */
+
+void or_vclock_hold(or_stream *s, or_op *op)
+{
+    pthread_mutex_lock(&vt_lock);
+    s->vt_holds++;
+    if (op->u.host.entry_out)
+        *op->u.host.entry_out = op->vt_start;
+    pthread_mutex_unlock(&vt_lock);
+}
+
+static bool released(void *arg)
+{
+    or_stream *s = arg;
+    pthread_mutex_lock(&vt_lock);
+    bool done = s->vt_holds == 0;
+    pthread_mutex_unlock(&vt_lock);
+    return done;
+}
+
+void or_vclock_wait_release(or_stream *s)
+{
+    /* A worker (a host function issuing work) must not wait: the held task
+     * may be queued behind it. Its op starts at the clock as it is. */
+    if (or_in_worker())
+        return;
+    pthread_mutex_lock(&vt_lock);
+    bool held = s->vt_holds > 0;
+    pthread_mutex_unlock(&vt_lock);
+    if (held)
+        or_wait(&s->done, released, s, 0);
+}
+
+void or_vclock_release(or_stream *s, uint64_t end_ns)
+{
+    pthread_mutex_lock(&vt_lock);
+    s->vt_clock = max_u64(s->vt_clock, end_ns);
+    if (s->vt_holds > 0)
+        s->vt_holds--;
+    pthread_mutex_unlock(&vt_lock);
+    pthread_mutex_lock(&s->dev->lock);
+    or_notifier_signal(&s->done);
+    pthread_mutex_unlock(&s->dev->lock);
+}
+
 void or_vclock_host_sync(uint64_t t) { host_vt = max_u64(host_vt, t); }
 
 uint64_t or_vclock_host(void) { return host_vt; }

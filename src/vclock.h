@@ -78,6 +78,12 @@ struct or_event;
 uint64_t or_vclock_event(struct or_event *ev);
 /* Charge cost_ns on s from max(start_ns, its clock, the host clock). */
 uint64_t or_vclock_advance(struct or_stream *s, uint64_t start_ns, uint64_t cost_ns);
+/* Held tasks (or_launch_host_func_held): op, just charged on s, holds the
+ * stream's clock until released; ops issued on s meanwhile wait (except on
+ * a worker thread) so that they start at the task's end. */
+void or_vclock_hold(struct or_stream *s, struct or_op *op);
+void or_vclock_wait_release(struct or_stream *s);
+void or_vclock_release(struct or_stream *s, uint64_t end_ns);
 /* The calling thread waited for work that ends at t. */
 void or_vclock_host_sync(uint64_t t);
 uint64_t or_vclock_host(void);

@@ -3,7 +3,8 @@
  * bad argument of every call returns its code and leaves a reason in
  * occlGetLastError; the success paths of the communicator queries, of
  * occlCommInitAll and occlCommInitRank in one process, of a collective
- * launched on both devices in a group, and of the communicator's lifetime.
+ * launched on both devices in a group, and of the communicator's lifetime,
+ * scratch memory included.
  *
  * One process, no MPI: two devices (the default), one communicator rank
  * each. A call that passes the checks starts a collective that waits for the
@@ -860,4 +861,186 @@ Test(occl_args, destroy_without_finalize)
         CHECK_OCCL(occlCommDestroy(comms[d]));
         comms[d] = NULL;
     }
+}
+
+/* A destroyed (or aborted) communicator is refused by every call, without
+ * its freed memory being used. */
+static void expect_dead(occlComm_t dead, const char *what)
+{
+    for (int c = 0; c < NCALLS; c++) {
+        char label[96];
+        snprintf(label, sizeof label, "%s, %s", call_names[c], what);
+        EXPECT_OCCL(call(c, sendbufs[0], recvbufs[0], 4, occlFloat, occlSum, root_for(c), dead,
+                         streams[0]),
+                    occlInvalidArgument, dead, label);
+    }
+    int out = -1;
+    occlResult_t async;
+    occlRedOp_t op;
+    float scalar = 2;
+    occlComm_t child = NULL;
+    EXPECT_OCCL(occlCommCount(dead, &out), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommDevice(dead, &out), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommUserRank(dead, &out), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommGetAsyncError(dead, &async), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlRedOpCreatePreMulSum(&op, &scalar, occlFloat, occlScalarHostImmediate, dead),
+                occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommSplit(dead, 0, 0, &child, NULL), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommFinalize(dead), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommDestroy(dead), occlInvalidArgument, dead, what);
+    EXPECT_OCCL(occlCommAbort(dead), occlInvalidArgument, dead, what);
+    cr_assert_eq(out, -1);
+}
+
+Test(occl_args, destroyed_comm)
+{
+    allreduce_round("before destroy");
+    occlComm_t dead[2] = {comms[0], comms[1]};
+    for (int d = 0; d < 2; d++) {
+        CHECK_OCCL(occlCommDestroy(comms[d]));
+        comms[d] = NULL;
+    }
+    expect_dead(dead[0], "destroyed comm");
+    expect_dead(dead[1], "destroyed comm");
+}
+
+Test(occl_args, aborted_comm)
+{
+    allreduce_round("before abort");
+    occlComm_t dead[2] = {comms[0], comms[1]};
+    for (int d = 0; d < 2; d++) {
+        CHECK_OCCL(occlCommAbort(comms[d]));
+        comms[d] = NULL;
+    }
+    expect_dead(dead[0], "aborted comm");
+    expect_dead(dead[1], "aborted comm");
+}
+
+/* ---- scratch ------------------------------------------------------------------------ */
+
+static size_t free_mem(int d)
+{
+    size_t free_bytes = 0, total = 0;
+    cr_assert_eq(orSetDevice(d), orSuccess);
+    cr_assert_eq(orMemGetInfo(&free_bytes, &total), orSuccess);
+    return free_bytes;
+}
+
+/* ReduceScatter of `count` floats per rank on both devices, checked. */
+static void reduce_scatter_round(float *big_send[2], float *big_recv[2], size_t count)
+{
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(big_send[d], big_recv[d], count, occlFloat, occlSum, comms[d],
+                                     streams[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orStreamSynchronize(streams[d]), orSuccess);
+        float got[2];
+        cr_assert_eq(orMemcpy(got, big_recv[d], sizeof got, orMemcpyDeviceToHost), orSuccess);
+        cr_assert_eq(got[0], 3.0f, "device %d: %g", d, got[0]); /* 1 + 2 */
+    }
+}
+
+/* Scratch is kept from call to call (a second call of the same size takes
+ * no more device memory, a larger one grows it) and given back when the
+ * communicator is finalized, destroyed or aborted. */
+static void scratch_pool(int how)
+{
+    const size_t count = (size_t)1 << 20; /* 4 MiB per rank, 8 MiB of input */
+    float *big_send[2], *big_recv[2];
+    size_t before[2];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        cr_assert_eq(orMalloc((void **)&big_send[d], 4 * count * sizeof(float)), orSuccess);
+        cr_assert_eq(orMalloc((void **)&big_recv[d], 2 * count * sizeof(float)), orSuccess);
+        float *host = malloc(4 * count * sizeof(float));
+        cr_assert_not_null(host);
+        for (size_t i = 0; i < 4 * count; i++)
+            host[i] = (float)(d + 1);
+        cr_assert_eq(orMemcpy(big_send[d], host, 4 * count * sizeof(float), orMemcpyHostToDevice),
+                     orSuccess);
+        free(host);
+        before[d] = free_mem(d);
+    }
+    reduce_scatter_round(big_send, big_recv, count);
+    size_t kept[2];
+    for (int d = 0; d < 2; d++) {
+        kept[d] = free_mem(d);
+        cr_assert_leq(kept[d] + 2 * count * sizeof(float), before[d],
+                      "device %d: no scratch kept after a call (%zu then %zu bytes free)", d,
+                      before[d], kept[d]);
+    }
+    reduce_scatter_round(big_send, big_recv, count);
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(free_mem(d), kept[d], "device %d: a second call of the same size took memory", d);
+    reduce_scatter_round(big_send, big_recv, 2 * count);
+    for (int d = 0; d < 2; d++)
+        cr_assert_leq(free_mem(d) + 2 * count * sizeof(float), kept[d],
+                      "device %d: scratch did not grow for a larger call", d);
+    for (int d = 0; d < 2; d++) {
+        if (how == 0)
+            CHECK_OCCL(occlCommFinalize(comms[d]));
+        else if (how == 1)
+            CHECK_OCCL(occlCommDestroy(comms[d]));
+        else
+            CHECK_OCCL(occlCommAbort(comms[d]));
+        if (how)
+            comms[d] = NULL;
+    }
+    /* Destroy and abort also free the communicator's control block. */
+    for (int d = 0; d < 2; d++)
+        cr_assert(how ? free_mem(d) >= before[d] : free_mem(d) == before[d],
+                  "device %d: scratch not given back (%s)", d,
+                  how == 0 ? "finalize" : how == 1 ? "destroy" : "abort");
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orFree(big_send[d]), orSuccess);
+        cr_assert_eq(orFree(big_recv[d]), orSuccess);
+    }
+    cr_assert_eq(orSetDevice(0), orSuccess);
+}
+
+Test(occl_args, scratch_kept_then_freed_at_finalize) { scratch_pool(0); }
+Test(occl_args, scratch_kept_then_freed_at_destroy) { scratch_pool(1); }
+Test(occl_args, scratch_kept_then_freed_at_abort) { scratch_pool(2); }
+
+/* No device memory left for a call's scratch: the call fails with
+ * occlUnhandledDeviceError (asynchronously, as it runs), its stream reports
+ * the failure, and the communicator is then aborted. */
+Test(occl_args, no_device_memory_for_scratch)
+{
+    const size_t count = (size_t)1 << 18; /* ReduceScatter: 2 MiB of scratch per rank */
+    float *big_send[2], *big_recv[2];
+    void *hog[2];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        cr_assert_eq(orMalloc((void **)&big_send[d], 2 * count * sizeof(float)), orSuccess);
+        cr_assert_eq(orMalloc((void **)&big_recv[d], count * sizeof(float)), orSuccess);
+        size_t left = free_mem(d);
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        /* Leave less than the scratch needs (memory is reserved lazily). */
+        cr_assert_eq(orMalloc(&hog[d], left - ((size_t)1 << 20)), orSuccess);
+    }
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(big_send[d], big_recv[d], count, occlFloat, occlSum, comms[d],
+                                     streams[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        orError_t err = orStreamSynchronize(streams[d]);
+        cr_assert_neq(err, orSuccess, "device %d: the stream did not report the failure", d);
+        occlResult_t async = occlSuccess;
+        CHECK_OCCL(occlCommGetAsyncError(comms[d], &async));
+        cr_assert_eq(async, occlUnhandledDeviceError, "device %d: %s", d, occlGetErrorString(async));
+        cr_assert(strstr(occlGetLastError(comms[d]), "scratch") != NULL, "device %d: reason '%s'",
+                  d, occlGetLastError(comms[d]));
+    }
+    for (int d = 0; d < 2; d++) {
+        CHECK_OCCL(occlCommAbort(comms[d]));
+        comms[d] = NULL;
+        cr_assert_eq(orFree(hog[d]), orSuccess);
+        cr_assert_eq(orFree(big_send[d]), orSuccess);
+        cr_assert_eq(orFree(big_recv[d]), orSuccess);
+    }
+    cr_assert_eq(orSetDevice(0), orSuccess);
 }

@@ -35,12 +35,14 @@
  * the sweep, batches run several calls at once on every communicator: in one
  * group, or in consecutive groups queued without synchronizing.
  *
- *   occl_correct [--full] [--init-all] [--filter=TEXT] [--verbose]
+ *   occl_correct [--full] [--init-all] [--coll=NAME,...] [--filter=TEXT] [--verbose]
  *
  *   --full       1M+3 for every type and op, and as the count per rank of every
  *                collective
  *   --init-all   one process: make the communicators with occlCommInitAll
  *                (implied when the program is started without an MPI launcher)
+ *   --coll       run only these collectives (names as printed, e.g.
+ *                "AllReduce,Reduce"), in the sweep and in the batches
  *   --filter     run only the cases whose name contains TEXT,
  *                e.g. "AllReduce float16", "inplace count=7" or "batch"
  *   --verbose    print every case and the time it took
@@ -138,6 +140,7 @@ static size_t buf_elems;     /* capacity of a and b, in elements of 8 bytes */
 static unsigned char *host;  /* staging: one buffer at a time */
 static bool opt_full, opt_verbose;
 static const char *opt_filter;
+static bool coll_on[C_NCOLLS];
 static long long n_cases, n_checked, n_mismatch;
 
 static void die(const char *what, const char *detail) { mpitest_fail(__FILE__, __LINE__, what, detail); }
@@ -799,19 +802,24 @@ static void batches(void)
         bool one_group = b % 2 == 0;
         char prefix[48];
         snprintf(prefix, sizeof prefix, "batch %d (%s) ", b, one_group ? "one group" : "queued groups");
+        int m = 0;
         for (int k = 0; k < n; k++) {
             uint64_t h = mix((uint64_t)b << 32 | (uint64_t)k);
             int coll = (int)((b + 4 * k) % C_NCOLLS);
             if (coll == C_SENDRECV && nranks < 2)
                 coll = C_ALLREDUCE;
-            cs[k] = (kase){.coll = coll, .type = (int)(h % occlNumTypes),
+            if (!coll_on[coll])
+                continue; /* --coll */
+            cs[m] = (kase){.coll = coll, .type = (int)(h % occlNumTypes),
                            .op = (int)((h >> 8) % O_NOPS),
                            .inplace = coll != C_SENDRECV && (h >> 16) % 2,
-                           .count = counts[(h >> 24) % 4], .slot = 1 + k};
-            prepare(&cs[k], prefix, b % 3 == 2); /* one stream per communicator in a group */
+                           .count = counts[(h >> 24) % 4], .slot = 1 + m};
+            prepare(&cs[m], prefix, b % 3 == 2); /* one stream per communicator in a group */
+            m++;
         }
-        bool wanted = !opt_filter;
-        for (int k = 0; k < n && !wanted; k++)
+        n = m;
+        bool wanted = n > 0 && !opt_filter;
+        for (int k = 0; k < n && !wanted && opt_filter; k++)
             wanted = strstr(cs[k].name, opt_filter) != NULL;
         if (wanted)
             run_cases(cs, n, one_group);
@@ -829,8 +837,8 @@ static void sweep(void)
 {
     static const size_t counts[] = {0, 1, 7, LARGE_COUNT};
     for (int coll = 0; coll < C_NCOLLS; coll++) {
-        if (coll == C_SENDRECV && nranks < 2)
-            continue; /* no peer */
+        if ((coll == C_SENDRECV && nranks < 2) || !coll_on[coll])
+            continue; /* no peer, or not asked for */
         for (int type = 0; type < occlNumTypes; type++)
             for (int op = 0; op < (reduces(coll) ? O_NOPS : 1); op++)
                 for (int inplace = 0; inplace < (coll == C_SENDRECV ? 1 : 2); inplace++)
@@ -854,6 +862,24 @@ static void sweep(void)
 
 /* ---- set-up ---------------------------------------------------------------------- */
 
+/* --coll=A,B: exact collective names; false if one is unknown. */
+static bool parse_colls(const char *list)
+{
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        int c = 0;
+        while (c < C_NCOLLS && !(strlen(coll_names[c]) == n && strncmp(list, coll_names[c], n) == 0))
+            c++;
+        if (c == C_NCOLLS) {
+            fprintf(stderr, "unknown collective '%.*s'\n", (int)n, list);
+            return false;
+        }
+        coll_on[c] = true;
+        list += n + (list[n] == ',');
+    }
+    return true;
+}
+
 /* Comm rank of global device g of G: even devices first, then odd ones. */
 static int interleave(int g, int G) { return g % 2 == 0 ? g / 2 : (G + 1) / 2 + g / 2; }
 
@@ -870,11 +896,19 @@ int main(int argc, char **argv)
             opt_verbose = true;
         else if (strncmp(argv[i], "--filter=", 9) == 0)
             opt_filter = argv[i] + 9;
+        else if (strncmp(argv[i], "--coll=", 7) == 0 && parse_colls(argv[i] + 7))
+            ;
         else {
-            fprintf(stderr, "usage: %s [--full] [--init-all] [--filter=TEXT] [--verbose]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--full] [--init-all] [--coll=NAME,...] [--filter=TEXT] "
+                            "[--verbose]\n", argv[0]);
             return 2;
         }
     }
+    bool any = false;
+    for (int c = 0; c < C_NCOLLS; c++)
+        any |= coll_on[c];
+    for (int c = 0; c < C_NCOLLS && !any; c++)
+        coll_on[c] = true;
     setvbuf(stdout, NULL, _IOLBF, 0);
     double t0 = now_s();
 

@@ -7,6 +7,9 @@
 #include "helpers.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 
 #include "runtime_ext.h"
 
@@ -363,6 +366,56 @@ Test(vclock, collectives_can_charge_a_stream)
     CHECK_OR(or_stream_advance_vclock(s, 0, 100, &end));
     cr_assert_eq(end, 10600);
     cr_assert_eq(or_stream_advance_vclock((orStream_t)0x1234, 0, 1, &end),
+                 orErrorInvalidResourceHandle);
+}
+
+/* A held task: what the program issues after it on its stream starts at the
+ * end the task gives when it runs, however late it runs. */
+typedef struct held_task {
+    orStream_t s;
+    uint64_t entry;
+    _Atomic int go;
+} held_task;
+
+static void held_main(void *arg)
+{
+    held_task *t = arg;
+    while (!atomic_load(&t->go)) /* the issuing thread is blocked meanwhile */
+        usleep(1000);
+    or_stream_release_vclock(t->s, t->entry + 70000);
+}
+
+static void *release_later(void *arg)
+{
+    usleep(50000);
+    atomic_store(&((held_task *)arg)->go, 1);
+    return NULL;
+}
+
+Test(vclock, a_held_task_sets_the_start_of_later_work)
+{
+    virtual_a100();
+    orStream_t s, s2;
+    CHECK_OR(orStreamCreate(&s));
+    CHECK_OR(orStreamCreate(&s2));
+    orEvent_t a = timed_event(), b = timed_event(), c = timed_event();
+    CHECK_OR(or_stream_advance_vclock(s, 0, 1000, NULL));
+    CHECK_OR(orEventRecord(a, s));
+    held_task t = {s, 1, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, release_later, &t), 0);
+    CHECK_OR(or_launch_host_func_held(s, held_main, &t, &t.entry));
+    cr_assert_eq(t.entry, 1000); /* known before the task runs */
+    CHECK_OR(orEventRecord(b, s)); /* waits for the release */
+    cr_assert(atomic_load(&t.go));
+    CHECK_OR(orStreamWaitEvent(s2, b, 0));
+    CHECK_OR(orEventRecord(c, s2));
+    CHECK_OR(orStreamSynchronize(s2));
+    cr_assert_eq(elapsed(a, b), 70000);
+    cr_assert_eq(elapsed(a, c), 70000);
+    pthread_join(th, NULL);
+    cr_assert_eq(or_launch_host_func_held(s, NULL, NULL, NULL), orErrorInvalidValue);
+    cr_assert_eq(or_launch_host_func_held((orStream_t)0x1234, held_main, &t, NULL),
                  orErrorInvalidResourceHandle);
 }
 

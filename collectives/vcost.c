@@ -1,0 +1,642 @@
+/*
+ * collectives/vcost.c - collectives in virtual time (OPENREG_TIME=virtual)
+ * and in traces.
+ *
+ * A collective's time depends on every participant's clock, which only its
+ * run can see: the task is launched held (or_launch_host_func_held), so ops
+ * the program issues after it on the stream wait in their call until the
+ * task has set the stream's clock. When a call runs, the ranks first
+ * exchange their entry clocks (and the memory bandwidth their reductions
+ * run at) with a direct exchange of 16 bytes over the transport; then every
+ * rank replays the algorithm's schedule - the same steps and transfers, for
+ * every rank, as algorithms.c moves them - over the paths between the ranks'
+ * devices (or_vclock_path_cost): a transfer starts when both its sender and
+ * its receiver have reached the step that holds it, and a step ends with its
+ * last transfer. Every rank computes the same replay from the same inputs,
+ * so the times are deterministic, and its own end is the stream's new clock.
+ * A reducing receive costs latency + max(link time, the reduction's memory
+ * time: 3 bytes moved per byte received), as NCCL fuses the reduction into
+ * the transfer. docs/virtual-time.md#collectives.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "occl_internal.h"
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static uint64_t ceil_div_ns(uint64_t bytes, uint64_t bytes_per_s)
+{
+    if (!bytes || !bytes_per_s)
+        return 0;
+    unsigned __int128 ns = ((unsigned __int128)bytes * 1000000000u + bytes_per_s - 1) / bytes_per_s;
+    return ns > UINT64_MAX / 4 ? UINT64_MAX / 4 : (uint64_t)ns;
+}
+
+/* ---- schedules ------------------------------------------------------------- */
+
+typedef struct vend {
+    int rank, peer, step; /* comm ranks; step of `rank` holding it */
+    bool send, reduce;
+    uint64_t bytes;
+    uint64_t k;       /* k-th transfer of this direction of the pair */
+    struct vend *mate; /* the other end */
+    uint64_t cost;
+} vend;
+
+typedef struct vrank {
+    int *first;         /* step s holds ends [first[s], first[s+1]) of the rank's list */
+    uint64_t *compute;  /* local work after step s's transfers */
+    int nsteps, cap;
+    vend *e;
+    int ne, cape;
+    uint64_t *start;    /* start[s]: when step s can begin (start[0]: entry) */
+    int cur;
+} vrank;
+
+typedef struct vsim {
+    occlComm_t comm;
+    int n;
+    vrank *r;
+    int *gdev;      /* global device of each comm rank */
+    uint64_t *bps;  /* memory bandwidth of each comm rank */
+    bool oom;
+} vsim;
+
+static void step_begin(vsim *v, int rank)
+{
+    vrank *r = &v->r[rank];
+    if (r->nsteps + 2 > r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        int *f = realloc(r->first, (size_t)(cap + 1) * sizeof *f);
+        if (f)
+            r->first = f;
+        uint64_t *c = realloc(r->compute, (size_t)cap * sizeof *c);
+        if (c)
+            r->compute = c;
+        if (!f || !c) {
+            v->oom = true;
+            return;
+        }
+        r->cap = cap;
+    }
+    r->first[r->nsteps] = r->ne;
+    r->compute[r->nsteps] = 0;
+    r->nsteps++;
+    r->first[r->nsteps] = r->ne;
+}
+
+static void add_end(vsim *v, int rank, int peer, bool send, bool reduce, uint64_t bytes)
+{
+    vrank *r = &v->r[rank];
+    if (v->oom || !r->nsteps)
+        return;
+    if (r->ne == r->cape) {
+        int cap = r->cape ? 2 * r->cape : 32;
+        vend *e = realloc(r->e, (size_t)cap * sizeof *e);
+        if (!e) {
+            v->oom = true;
+            return;
+        }
+        r->e = e;
+        r->cape = cap;
+    }
+    r->e[r->ne++] = (vend){rank, peer, r->nsteps - 1, send, reduce, bytes, 0, NULL, 0};
+    r->first[r->nsteps] = r->ne;
+}
+
+static void add_send(vsim *v, int rank, int peer, uint64_t bytes) { add_end(v, rank, peer, true, false, bytes); }
+static void add_recv(vsim *v, int rank, int peer, uint64_t bytes, bool reduce)
+{
+    add_end(v, rank, peer, false, reduce, bytes);
+}
+/* Local work at the end of the rank's current step: a reduction of `bytes`
+ * moved through its memory. */
+static void add_compute(vsim *v, int rank, uint64_t bytes)
+{
+    vrank *r = &v->r[rank];
+    if (!v->oom && r->nsteps)
+        r->compute[r->nsteps - 1] += ceil_div_ns(bytes, v->bps[rank]);
+}
+
+static uint64_t chunk(size_t count, int q, int n, size_t es)
+{
+    size_t a = (size_t)((unsigned __int128)count * q / n), b = (size_t)((unsigned __int128)count * (q + 1) / n);
+    return (uint64_t)(b - a) * es;
+}
+
+/* The schedules below follow algorithms.c step by step. */
+
+static void ring_rs_ag(vsim *v, const int *ring, int n, int p, size_t count, size_t es, int rank)
+{
+    int next = ring[(p + 1) % n], prev = ring[(p + n - 1) % n];
+    for (int s = 0; s < n - 1; s++) { /* reduce-scatter */
+        int sc = (p - s + n) % n, rc = (p - s - 1 + 2 * n) % n;
+        step_begin(v, rank);
+        add_send(v, rank, next, chunk(count, sc, n, es));
+        add_recv(v, rank, prev, chunk(count, rc, n, es), true);
+    }
+    for (int s = 0; s < n - 1; s++) { /* all-gather */
+        int sc = (p + 1 - s + n) % n, rc = (p - s + n) % n;
+        step_begin(v, rank);
+        add_send(v, rank, next, chunk(count, sc, n, es));
+        add_recv(v, rank, prev, chunk(count, rc, n, es), false);
+    }
+}
+
+static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
+{
+    occlComm_t comm = v->comm;
+    int n = v->n;
+    size_t es = occl_type_size(c->type);
+    uint64_t bytes = (uint64_t)c->count * es;
+    for (int p = 0; p < n; p++) {
+        int me = comm->ring[p];
+        if (algo == OCCL_ALGO_TREE) {
+            for (int q = 2 * p + 1; q <= 2 * p + 2 && q < n; q++) {
+                step_begin(v, me);
+                add_recv(v, me, comm->ring[q], bytes, true);
+            }
+            if (p > 0) {
+                int parent = comm->ring[(p - 1) / 2];
+                step_begin(v, me);
+                add_send(v, me, parent, bytes);
+                step_begin(v, me);
+                add_recv(v, me, parent, bytes, false);
+            }
+            if (2 * p + 1 < n) {
+                step_begin(v, me);
+                for (int q = 2 * p + 1; q <= 2 * p + 2 && q < n; q++)
+                    add_send(v, me, comm->ring[q], bytes);
+            }
+        } else if (algo == OCCL_ALGO_DIRECT) {
+            step_begin(v, me);
+            for (int j = 0; j < n; j++)
+                if (j != me) {
+                    add_send(v, me, j, bytes);
+                    add_recv(v, me, j, bytes, false);
+                }
+            add_compute(v, me, (uint64_t)(n + 1) * bytes); /* n-way reduction */
+        } else if (algo == OCCL_ALGO_HIERARCHICAL) {
+            int k = 0;
+            while (comm->node_first[k + 1] <= p)
+                k++;
+            int first = comm->node_first[k], m = comm->node_first[k + 1] - first;
+            int leader = comm->ring[first];
+            if (me != leader) {
+                step_begin(v, me);
+                add_send(v, me, leader, bytes);
+                step_begin(v, me);
+                add_recv(v, me, leader, bytes, false);
+                continue;
+            }
+            if (m > 1) {
+                step_begin(v, me);
+                for (int i = 1; i < m; i++)
+                    add_recv(v, me, comm->ring[first + i], bytes, false);
+                add_compute(v, me, (uint64_t)(m + 1) * bytes);
+            }
+            int L = comm->nnodes;
+            if (L > 1) {
+                int *leaders = malloc((size_t)L * sizeof *leaders);
+                if (!leaders) {
+                    v->oom = true;
+                    return;
+                }
+                for (int j = 0; j < L; j++)
+                    leaders[j] = comm->ring[comm->node_first[j]];
+                ring_rs_ag(v, leaders, L, k, c->count, es, me);
+                free(leaders);
+            }
+            if (m > 1) {
+                step_begin(v, me);
+                for (int i = 1; i < m; i++)
+                    add_send(v, me, comm->ring[first + i], bytes);
+            }
+        } else {
+            ring_rs_ag(v, comm->ring, n, p, c->count, es, me);
+        }
+    }
+}
+
+static int pos_of(occlComm_t comm, int rank)
+{
+    int q = 0;
+    while (comm->ring[q] != rank)
+        q++;
+    return q;
+}
+
+/* A pipeline along the ring: Broadcast from the root (rel 0), Reduce's chain
+ * towards it (rel n-1 is the root). */
+static void sched_pipeline(vsim *v, const occl_call *c, bool reduce_chain)
+{
+    occlComm_t comm = v->comm;
+    int n = v->n, root_pos = pos_of(comm, c->root);
+    uint64_t bytes = (uint64_t)c->count * occl_type_size(c->type);
+    uint64_t ck = reduce_chain ? occl_chain_chunk(bytes) : OCCL_BROADCAST_CHUNK;
+    uint64_t nchunks = (bytes + ck - 1) / ck;
+    for (int p = 0; p < n; p++) {
+        int me = comm->ring[p], next = comm->ring[(p + 1) % n], prev = comm->ring[(p + n - 1) % n];
+        int rel = reduce_chain ? (p - root_pos - 1 + 2 * n) % n : (p - root_pos + n) % n;
+        bool head = rel == 0, tail = rel == n - 1;
+        for (uint64_t k = 0; k <= nchunks; k++) {
+            bool rx = !head && k < nchunks, tx = !tail && (head ? k < nchunks : k >= 1);
+            if (!rx && !tx)
+                continue;
+            step_begin(v, me);
+            if (rx)
+                add_recv(v, me, prev, bytes - k * ck < ck ? bytes - k * ck : ck, reduce_chain);
+            if (tx) {
+                uint64_t sk = head ? k : k - 1;
+                add_send(v, me, next, bytes - sk * ck < ck ? bytes - sk * ck : ck);
+            }
+        }
+    }
+}
+
+static void sched_reduce_tree(vsim *v, const occl_call *c)
+{
+    occlComm_t comm = v->comm;
+    int n = v->n, root_pos = pos_of(comm, c->root);
+    uint64_t bytes = (uint64_t)c->count * occl_type_size(c->type);
+    for (int p = 0; p < n; p++) {
+        int me = comm->ring[p], rel = (p - root_pos + n) % n;
+        for (int q = 2 * rel + 1; q <= 2 * rel + 2 && q < n; q++) {
+            step_begin(v, me);
+            add_recv(v, me, comm->ring[(q + root_pos) % n], bytes, true);
+        }
+        if (rel > 0) {
+            step_begin(v, me);
+            add_send(v, me, comm->ring[((rel - 1) / 2 + root_pos) % n], bytes);
+        }
+    }
+}
+
+static void sched_ring_blocks(vsim *v, const occl_call *c, bool reduce)
+{
+    occlComm_t comm = v->comm;
+    int n = v->n;
+    uint64_t block = (uint64_t)c->count * occl_type_size(c->type);
+    for (int p = 0; p < n; p++) {
+        int me = comm->ring[p];
+        for (int s = 0; s < n - 1; s++) {
+            step_begin(v, me);
+            add_send(v, me, comm->ring[(p + 1) % n], block);
+            add_recv(v, me, comm->ring[(p + n - 1) % n], block, reduce);
+        }
+    }
+}
+
+static void sched_direct(vsim *v, const occl_call *c)
+{
+    int n = v->n;
+    uint64_t block = (uint64_t)c->count * occl_type_size(c->type);
+    for (int me = 0; me < n; me++) {
+        step_begin(v, me);
+        for (int j = 0; j < n; j++) {
+            if (j == me)
+                continue;
+            if (c->coll == OCCL_COLL_ALLTOALL) {
+                add_send(v, me, j, block);
+                add_recv(v, me, j, block, false);
+            } else if (me == c->root) {
+                if (c->coll == OCCL_COLL_GATHER)
+                    add_recv(v, me, j, block, false);
+                else
+                    add_send(v, me, j, block);
+            } else if (j == c->root) {
+                if (c->coll == OCCL_COLL_GATHER)
+                    add_send(v, me, j, block);
+                else
+                    add_recv(v, me, j, block, false);
+            }
+        }
+    }
+}
+
+/* ---- replay ------------------------------------------------------------------ */
+
+static int cmp_end(const void *a, const void *b)
+{
+    const vend *x = *(vend *const *)a, *y = *(vend *const *)b;
+    int xs = x->send ? x->rank : x->peer, ys = y->send ? y->rank : y->peer;
+    int xd = x->send ? x->peer : x->rank, yd = y->send ? y->peer : y->rank;
+    if (xs != ys)
+        return xs < ys ? -1 : 1;
+    if (xd != yd)
+        return xd < yd ? -1 : 1;
+    if (x->k != y->k)
+        return x->k < y->k ? -1 : 1;
+    return (int)y->send - (int)x->send;
+}
+
+/* Pair the k-th send of each direction with its k-th receive, cost each
+ * transfer, and replay the steps from the entry clocks. false if the
+ * schedule does not match up (a bug) or memory ran out. */
+static bool replay(vsim *v, const uint64_t *entry)
+{
+    int n = v->n;
+    size_t total = 0;
+    for (int r = 0; r < n; r++)
+        total += (size_t)v->r[r].ne;
+    vend **all = malloc((total ? total : 1) * sizeof *all);
+    uint64_t *cnt = calloc((size_t)n * 2, sizeof *cnt);
+    bool ok = all && cnt;
+    size_t m = 0;
+    for (int r = 0; r < n && ok; r++) {
+        memset(cnt, 0, (size_t)n * 2 * sizeof *cnt);
+        for (int i = 0; i < v->r[r].ne; i++) {
+            vend *e = &v->r[r].e[i];
+            e->k = cnt[2 * e->peer + e->send]++;
+            all[m++] = e;
+        }
+    }
+    if (ok)
+        qsort(all, total, sizeof *all, cmp_end);
+    for (size_t i = 0; ok && i < total; i += 2) {
+        vend *s = all[i], *d = i + 1 < total ? all[i + 1] : NULL;
+        if (!d || !s->send || d->send || s->rank != d->peer || d->rank != s->peer || s->k != d->k ||
+            s->bytes != d->bytes) {
+            ok = false;
+            break;
+        }
+        s->mate = d;
+        d->mate = s;
+        int src = v->gdev[s->rank], dst = v->gdev[d->rank];
+        uint64_t cost = or_vclock_path_cost(src, dst, s->bytes);
+        if (d->reduce) /* fused: the link and the reduction overlap */
+            cost = max_u64(cost, or_vclock_path_cost(src, dst, 0) +
+                                     ceil_div_ns(3 * s->bytes, v->bps[d->rank]));
+        s->cost = d->cost = cost;
+    }
+    free(all);
+    free(cnt);
+    for (int r = 0; r < n && ok; r++) {
+        vrank *vr = &v->r[r];
+        vr->start = malloc((size_t)(vr->nsteps + 1) * sizeof *vr->start);
+        ok = vr->start != NULL;
+        if (ok)
+            vr->start[0] = entry[r];
+        vr->cur = 0;
+    }
+    for (bool moved = true; ok && moved;) {
+        moved = false;
+        for (int r = 0; r < n; r++) {
+            vrank *vr = &v->r[r];
+            while (vr->cur < vr->nsteps) {
+                int s = vr->cur;
+                bool ready = true;
+                for (int i = vr->first[s]; i < vr->first[s + 1] && ready; i++) {
+                    const vend *mate = vr->e[i].mate;
+                    ready = v->r[mate->rank].cur >= mate->step;
+                }
+                if (!ready)
+                    break;
+                uint64_t t0 = vr->start[s], end = t0;
+                for (int i = vr->first[s]; i < vr->first[s + 1]; i++) {
+                    const vend *e = &vr->e[i];
+                    uint64_t go = max_u64(t0, v->r[e->mate->rank].start[e->mate->step]);
+                    end = max_u64(end, go + e->cost);
+                }
+                vr->start[s + 1] = end + vr->compute[s];
+                vr->cur++;
+                moved = true;
+            }
+        }
+    }
+    for (int r = 0; r < n && ok; r++)
+        ok = v->r[r].cur == v->r[r].nsteps;
+    return ok;
+}
+
+static void sim_free(vsim *v)
+{
+    for (int r = 0; r < v->n && v->r; r++) {
+        free(v->r[r].first);
+        free(v->r[r].compute);
+        free(v->r[r].e);
+        free(v->r[r].start);
+    }
+    free(v->r);
+}
+
+/* This rank's end of collective c, every rank having entered at entry[]. */
+static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo algo,
+                               const uint64_t *entry, int *gdev, uint64_t *bps)
+{
+    vsim v = {comm, comm->nranks, calloc((size_t)comm->nranks, sizeof(vrank)), gdev, bps, false};
+    if (!v.r)
+        return entry[comm->rank];
+    switch (c->coll) {
+    case OCCL_COLL_ALLREDUCE: sched_allreduce(&v, c, algo); break;
+    case OCCL_COLL_BROADCAST: sched_pipeline(&v, c, false); break;
+    case OCCL_COLL_REDUCE:
+        if (algo == OCCL_ALGO_TREE)
+            sched_reduce_tree(&v, c);
+        else
+            sched_pipeline(&v, c, true);
+        break;
+    case OCCL_COLL_ALLGATHER: sched_ring_blocks(&v, c, false); break;
+    case OCCL_COLL_REDUCESCATTER: sched_ring_blocks(&v, c, true); break;
+    default: sched_direct(&v, c); break;
+    }
+    uint64_t end = entry[comm->rank];
+    if (!v.oom && replay(&v, entry)) {
+        end = v.r[comm->rank].start[v.r[comm->rank].nsteps];
+    } else {
+        OCCL_WARN("rank %d: %s: virtual time not modelled (%s); charged nothing", comm->rank,
+                  occl_coll_name(c->coll), v.oom ? "out of memory" : "schedule mismatch");
+    }
+    sim_free(&v);
+    return end;
+}
+
+/* ---- the exchange of entry clocks --------------------------------------------- */
+
+typedef struct vinfo {
+    uint64_t clock, bps;
+} vinfo;
+
+static uint64_t my_bps(occlComm_t comm)
+{
+    uint64_t bps = 0;
+    or_device_memory_bps(comm->device, &bps);
+    return bps;
+}
+
+/* Send this rank's entry to each of peers[] and receive theirs into
+ * info[peer]. The bytes go from a device scratch (intra-node sends are read
+ * from device memory). */
+static occlResult_t exchange(occlComm_t comm, const int *peers, int npeers, vinfo mine, vinfo *info)
+{
+    info[comm->rank] = mine;
+    if (!npeers)
+        return occlSuccess;
+    vinfo *dev = occl_scratch(comm, OCCL_SCRATCH_B, sizeof *dev);
+    occl_xfer *xf = calloc((size_t)npeers * 2, sizeof *xf);
+    occlResult_t res = occlSuccess;
+    if (!dev)
+        res = occlUnhandledDeviceError;
+    else if (!xf)
+        res = occl_fail(occlSystemError, "out of memory");
+    if (res == occlSuccess) {
+        *dev = mine;
+        for (int i = 0; i < npeers; i++) {
+            xf[2 * i] = (occl_xfer){.kind = OCCL_XFER_SEND, .peer = peers[i], .buf = dev, .bytes = sizeof mine};
+            xf[2 * i + 1] = (occl_xfer){.kind = OCCL_XFER_RECV, .peer = peers[i], .buf = &info[peers[i]],
+                                        .bytes = sizeof mine};
+        }
+        res = occl_xfers_run(comm, xf, 2 * npeers);
+    }
+    free(xf);
+    return res;
+}
+
+/* ---- one call (or a group's sends and receives) -------------------------------- */
+
+static const char *op_name(const occl_call *c)
+{
+    if (c->coll != OCCL_COLL_ALLREDUCE && c->coll != OCCL_COLL_REDUCE && c->coll != OCCL_COLL_REDUCESCATTER)
+        return NULL;
+    if (c->avg)
+        return "avg";
+    if (c->device_scalar)
+        return "premulsum";
+    switch (c->op.kind) {
+    case OCCL_RED_SUM: return "sum";
+    case OCCL_RED_PROD: return "prod";
+    case OCCL_RED_MAX: return "max";
+    case OCCL_RED_MIN: return "min";
+    case OCCL_RED_PREMULSUM: return "premulsum";
+    default: return "?";
+    }
+}
+
+static bool has_algo(const occl_call *c) { return c->coll < OCCL_COLL_SEND; }
+
+static void trace_call(const occl_call *c, occl_algo algo, uint64_t start, uint64_t end)
+{
+    size_t es = occl_type_size(c->type);
+    char args[320];
+    int len = snprintf(args, sizeof args, "{\"bytes\":%llu,\"count\":%zu,\"type\":\"%s\"",
+                       (unsigned long long)(c->count * es), c->count, occl_type_name(c->type));
+    const char *op = op_name(c);
+    if (op)
+        len += snprintf(args + len, sizeof args - (size_t)len, ",\"op\":\"%s\"", op);
+    if (c->coll == OCCL_COLL_BROADCAST || c->coll == OCCL_COLL_REDUCE || c->coll == OCCL_COLL_GATHER ||
+        c->coll == OCCL_COLL_SCATTER)
+        len += snprintf(args + len, sizeof args - (size_t)len, ",\"root\":%d", c->root);
+    if (c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV)
+        len += snprintf(args + len, sizeof args - (size_t)len, ",\"peer\":%d", c->root);
+    if (has_algo(c))
+        len += snprintf(args + len, sizeof args - (size_t)len, ",\"algorithm\":\"%s\"", occl_algo_name(algo));
+    snprintf(args + len, sizeof args - (size_t)len, ",\"nranks\":%d,\"rank\":%d}", c->comm->nranks,
+             c->comm->rank);
+    char name[64];
+    snprintf(name, sizeof name, "occl %s", occl_coll_name(c->coll));
+    or_trace_stream_slice(c->stream, name, "collective", start, end, args);
+}
+
+/* A group's sends and receives progress together: one slice. */
+static void trace_group(const occl_call *calls, int n, uint64_t start, uint64_t end)
+{
+    unsigned long long sent = 0, received = 0;
+    int sends = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t b = (uint64_t)calls[i].count * occl_type_size(calls[i].type);
+        if (calls[i].coll == OCCL_COLL_SEND) {
+            sends++;
+            sent += b;
+        } else {
+            received += b;
+        }
+    }
+    char args[256];
+    snprintf(args, sizeof args, "{\"sends\":%d,\"recvs\":%d,\"bytes_sent\":%llu,"
+             "\"bytes_received\":%llu,\"nranks\":%d,\"rank\":%d}", sends, n - sends, sent,
+             received, calls[0].comm->nranks, calls[0].comm->rank);
+    or_trace_stream_slice(calls[0].stream, "occl Send/Recv group", "collective", start, end, args);
+}
+
+/* The virtual end of a group's sends and receives: each transfer starts when
+ * both ends have entered, and the group ends with its last transfer. */
+static uint64_t p2p_end(occlComm_t comm, const occl_call *calls, int n, const vinfo *info,
+                        const int *gdev)
+{
+    uint64_t end = info[comm->rank].clock;
+    for (int i = 0; i < n; i++) {
+        int peer = calls[i].root;
+        bool send = calls[i].coll == OCCL_COLL_SEND;
+        uint64_t go = max_u64(info[comm->rank].clock, info[peer].clock);
+        uint64_t bytes = (uint64_t)calls[i].count * occl_type_size(calls[i].type);
+        int src = send ? gdev[comm->rank] : gdev[peer], dst = send ? gdev[peer] : gdev[comm->rank];
+        end = max_u64(end, go + or_vclock_path_cost(src, dst, bytes));
+    }
+    return end;
+}
+
+occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
+{
+    occlComm_t comm = calls[0].comm;
+    bool p2p = calls[0].coll == OCCL_COLL_SEND || calls[0].coll == OCCL_COLL_RECV;
+    bool virt = or_vclock_virtual(), traced = or_trace_enabled();
+    uint64_t wall0 = traced && !virt ? or_trace_now() : 0, entry = *clock;
+    int nr = comm->nranks;
+    bool model = virt && nr > 1 && (p2p || calls[0].count > 0);
+    vinfo *info = NULL;
+    int *peers = NULL, *gdev = NULL, npeers = 0;
+    occlResult_t res = occlSuccess;
+    if (model) {
+        info = calloc((size_t)nr, sizeof *info);
+        peers = calloc((size_t)nr, sizeof *peers);
+        gdev = calloc((size_t)nr, sizeof *gdev);
+        if (!info || !peers || !gdev)
+            res = occl_fail(occlSystemError, "out of memory");
+        for (int j = 0; j < nr && res == occlSuccess; j++) {
+            gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
+            bool with = false;
+            if (!p2p)
+                with = j != comm->rank;
+            for (int i = 0; p2p && i < n && !with; i++)
+                with = calls[i].root == j;
+            if (with)
+                peers[npeers++] = j;
+        }
+        if (res == occlSuccess)
+            res = exchange(comm, peers, npeers, (vinfo){entry, my_bps(comm)}, info);
+    }
+    if (res == occlSuccess)
+        res = p2p ? occl_run_calls(calls, n) : occl_run_call(calls);
+    occl_algo algo = OCCL_ALGO_RING;
+    if (has_algo(&calls[0]) && nr > 1 && calls[0].count > 0 && (model || traced))
+        algo = occl_plan(&calls[0]);
+    if (res == occlSuccess && model) {
+        if (p2p) {
+            *clock = p2p_end(comm, calls, n, info, gdev);
+        } else {
+            uint64_t *entries = malloc((size_t)nr * sizeof *entries), *bps = malloc((size_t)nr * sizeof *bps);
+            if (entries && bps) {
+                for (int j = 0; j < nr; j++) {
+                    entries[j] = info[j].clock;
+                    bps[j] = info[j].bps;
+                }
+                *clock = collective_end(comm, &calls[0], algo, entries, gdev, bps);
+            }
+            free(entries);
+            free(bps);
+        }
+    }
+    if (traced) {
+        uint64_t s = virt ? entry : wall0, e = virt ? *clock : or_trace_now();
+        if (n == 1)
+            trace_call(&calls[0], algo, s, e);
+        else
+            trace_group(calls, n, s, e);
+    }
+    free(info);
+    free(peers);
+    free(gdev);
+    return res;
+}

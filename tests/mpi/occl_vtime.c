@@ -1,0 +1,233 @@
+/*
+ * occl_vtime.c - OCCL collectives in virtual time (OPENREG_TIME=virtual).
+ *
+ * One device per process, one communicator of all ranks, every path of the
+ * same kind (one virtual node: the peer link; one node per rank: the
+ * network), so the alpha-beta closed forms hold:
+ *   ring all-reduce     2(n-1) (alpha + (S/n) / beta)
+ *   all-gather          (n-1)  (alpha + B / beta)      B = one rank's block
+ *   reduce-scatter      (n-1)  (alpha + B / beta)
+ *   broadcast           (n - 2 + S / C) (alpha + C / beta), C = 4 MiB chunks
+ * Each is timed with events recorded around it on its stream (so an event
+ * recorded after a collective must wait for it) and compared within 1% on
+ * every rank (the broadcast: the chain's last rank), and Reduce's chain
+ *   reduce (chain)      (n - 2 + S / K) (alpha + K / beta), K = S/4 here
+ * on its root. Then: a late rank
+ * delays everyone (all ranks end at the late entry plus the cost), a
+ * second stream waiting on the event after a collective starts at its end,
+ * every other collective and algorithm costs at least one hop, and results
+ * are right. Rank 0 prints every time (ns) for the determinism test.
+ *
+ * usage: occl_vtime {pix|net} [MiB [wall]]   (env OPENREG_TIME=virtual, a100;
+ *        with `wall`, OPENREG_TIME=wall and only the calls and results)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpitest.h"
+#include "occl.h"
+#include "runtime_ext.h"
+
+#define CHECK_OCCL(call)                                                                   \
+    do {                                                                                   \
+        occlResult_t r_ = (call);                                                          \
+        if (r_ != occlSuccess)                                                             \
+            mpitest_fail(__FILE__, __LINE__, #call " -> ", occlGetErrorString(r_));        \
+    } while (0)
+
+static int me, n, wall; /* wall: run the calls only (traces in wall time) */
+static double alpha, beta; /* ns, bytes per ns */
+static orStream_t s;
+static orEvent_t origin, ea, eb;
+static occlComm_t comm;
+
+static long long now_of(orEvent_t e)
+{
+    long long t;
+    CHECK_OR(orEventElapsedTimeNs(&t, origin, e));
+    return t;
+}
+
+static double hop(double bytes) { return alpha + bytes / beta; }
+
+/* Check t against the closed form on this rank, within 1%; print on rank 0. */
+static void expect(const char *what, long long t, double want, int only_rank)
+{
+    if (wall)
+        return;
+    if (only_rank < 0 || only_rank == me) {
+        if (!(fabs((double)t - want) <= 0.01 * want)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s: %lld ns, closed form %.0f ns", what, t, want);
+            mpitest_fail(__FILE__, __LINE__, msg, "");
+        }
+    }
+    long long shown = t; /* the rank checked, or the slowest */
+    MPI_Allreduce(&t, &shown, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (me == 0)
+        printf("%-40s %12lld ns  closed form %12.0f\n", what, shown, want);
+}
+
+/* Times a call between two events on s (ea before, eb after). */
+static void begin(void) { CHECK_OR(orEventRecord(ea, s)); }
+static long long finish(void)
+{
+    long long t;
+    CHECK_OR(orEventRecord(eb, s));
+    CHECK_OR(orStreamSynchronize(s));
+    CHECK_OR(orEventElapsedTimeNs(&t, ea, eb));
+    return t;
+}
+#define TIME(var, call)                                                                    \
+    do {                                                                                   \
+        begin();                                                                           \
+        CHECK_OCCL(call);                                                                  \
+        (var) = finish();                                                                  \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int net = argc > 1 && strcmp(argv[1], "net") == 0;
+    size_t mib = argc > 2 ? (size_t)atoi(argv[2]) : 16;
+    alpha = net ? 10000 : 5000;
+    beta = net ? 12.5 : 25.0;
+    CHECK(mib >= 4 && mib % 4 == 0 && n >= 2);
+    wall = argc > 3 && strcmp(argv[3], "wall") == 0;
+    const char *mode = getenv("OPENREG_TIME");
+    CHECK(mode && strcmp(mode, wall ? "wall" : "virtual") == 0);
+
+    CHECK_OR(orStreamCreate(&s));
+    CHECK_OR(orEventCreateWithFlags(&origin, orEventEnableTiming));
+    CHECK_OR(orEventCreateWithFlags(&ea, orEventEnableTiming));
+    CHECK_OR(orEventCreateWithFlags(&eb, orEventEnableTiming));
+    CHECK_OR(orEventRecord(origin, s)); /* every rank's virtual 0 */
+
+    occlUniqueId id;
+    if (me == 0)
+        CHECK_OCCL(occlGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    CHECK_OCCL(occlCommInitRank(&comm, n, id, me));
+
+    size_t S = mib << 20, count = S / sizeof(float);
+    float *send, *recv, *host;
+    CHECK_OR(orMalloc((void **)&send, S));
+    CHECK_OR(orMalloc((void **)&recv, S * (size_t)n));
+    CHECK_OR(orMallocHost((void **)&host, S * (size_t)n));
+    for (size_t i = 0; i < count; i++)
+        host[i] = (float)(me + 1);
+    CHECK_OR(orMemcpy(send, host, S, orMemcpyHostToDevice));
+    double hops = 2.0 * (n - 1);
+
+    /* Ring all-reduce (OCCL_ALGO=ring in the environment). */
+    long long t;
+    TIME(t, occlAllReduce(send, recv, count, occlFloat, occlSum, comm, s));
+    expect("allreduce ring", t, hops * hop((double)S / n), -1);
+    CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i += 4097)
+        CHECK(host[i] == (float)(n * (n + 1) / 2));
+
+    /* All-gather and reduce-scatter: S/n per rank's block. */
+    size_t block = count / (size_t)n;
+    TIME(t, occlAllGather(send, recv, block, occlFloat, comm, s));
+    expect("allgather", t, (n - 1) * hop((double)block * 4), -1);
+    TIME(t, occlReduceScatter(recv, send, block, occlFloat, occlSum, comm, s));
+    expect("reducescatter", t, (n - 1) * hop((double)block * 4), -1);
+
+    /* A late rank (all ranks ended the reduce-scatter together): rank 0 first sets S bytes (its memory's time). Every rank
+     * ends at the latest entry plus the all-reduce, and a second stream
+     * waiting on the event after it starts there. */
+    orStream_t s2;
+    CHECK_OR(orStreamCreate(&s2));
+    if (me == 0)
+        CHECK_OR(orMemsetAsync(recv, 0, S, s));
+    CHECK_OR(orEventRecord(ea, s));
+    CHECK_OCCL(occlAllReduce(send, recv, count, occlFloat, occlSum, comm, s));
+    CHECK_OR(orEventRecord(eb, s));
+    orEvent_t ec;
+    CHECK_OR(orEventCreateWithFlags(&ec, orEventEnableTiming));
+    CHECK_OR(orStreamWaitEvent(s2, eb, 0));
+    CHECK_OR(orEventRecord(ec, s2));
+    CHECK_OR(orStreamSynchronize(s));
+    CHECK_OR(orStreamSynchronize(s2));
+    long long entry = now_of(ea), end = now_of(eb), entry_max, end_min, end_max;
+    MPI_Allreduce(&entry, &entry_max, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&end, &end_min, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&end, &end_max, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (!wall) {
+        CHECK(end_min == end_max);
+        CHECK(now_of(ec) == end);
+        if (me != 0)
+            CHECK(entry_max > entry); /* rank 0 was late */
+    }
+    expect("allreduce after a late rank (from latest)", end - entry_max, hops * hop((double)S / n), -1);
+
+    /* Broadcast: the chain's last rank (just before the root on the ring,
+     * which is rank order on one node or one node per rank) ends last. */
+    for (size_t i = 0; i < count; i++)
+        host[i] = (float)i;
+    CHECK_OR(orMemcpy(send, host, S, orMemcpyHostToDevice));
+    TIME(t, occlBroadcast(send, recv, count, occlFloat, 0, comm, s));
+    double chunks = (double)S / (4 << 20);
+    expect("broadcast", t, (n - 2 + chunks) * hop(4 << 20), n - 1);
+    CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i += 4093)
+        CHECK(host[i] == (float)i);
+
+    /* Reduce's chain (to root 1), from a common start: every stream is first
+     * moved to the latest rank's clock (the broadcast's root ended first). Its
+     * chunk is a quarter of the buffer here (1-16 MiB): S/K = 4 chunks
+     * pipelined over n-1 links. */
+    CHECK_OR(orEventRecord(ea, s));
+    CHECK_OR(orEventSynchronize(ea));
+    long long here = now_of(ea), latest;
+    MPI_Allreduce(&here, &latest, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (!wall)
+        CHECK_OR(or_stream_advance_vclock(s, (uint64_t)latest, 0, NULL));
+    TIME(t, occlReduce(send, recv, count, occlFloat, occlSum, 1 % n, comm, s));
+    double K = (double)S / 4;
+    expect("reduce chain (root)", t, (n - 2 + (double)S / K) * hop(K), 1 % n);
+
+    /* Everything else costs at least one hop and is timed the same way. */
+    struct {
+        const char *name;
+        long long t;
+    } other[8];
+    int k = 0;
+    other[k].name = "alltoall";
+    TIME(other[k++].t, occlAlltoAll(send, recv, block / (size_t)n, occlFloat, comm, s));
+    other[k].name = "gather";
+    TIME(other[k++].t, occlGather(send, recv, block, occlFloat, 0, comm, s));
+    other[k].name = "scatter";
+    TIME(other[k++].t, occlScatter(recv, send, block, occlFloat, 0, comm, s));
+    CHECK_OR(orEventRecord(ea, s));
+    CHECK_OCCL(occlGroupStart());
+    CHECK_OCCL(occlSend(send, block, occlFloat, (me + 1) % n, comm, s));
+    CHECK_OCCL(occlRecv(recv, block, occlFloat, (me + n - 1) % n, comm, s));
+    CHECK_OCCL(occlGroupEnd());
+    CHECK_OR(orEventRecord(eb, s));
+    CHECK_OR(orStreamSynchronize(s));
+    CHECK_OR(orEventElapsedTimeNs(&other[k].t, ea, eb));
+    other[k++].name = "send/recv";
+    for (int i = 0; i < k; i++) {
+        if (!wall && other[i].t < (long long)alpha) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s: %lld ns, less than one hop", other[i].name, other[i].t);
+            mpitest_fail(__FILE__, __LINE__, msg, "");
+        }
+        if (me == 0 && !wall)
+            printf("%-40s %12lld ns\n", other[i].name, other[i].t);
+    }
+    CHECK_OR(orEventSynchronize(eb));
+    if (me == 0 && !wall)
+        printf("end %lld ns\n", now_of(eb));
+
+    CHECK_OCCL(occlCommDestroy(comm));
+    MPI_Finalize();
+    return 0;
+}

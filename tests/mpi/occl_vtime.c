@@ -3,7 +3,8 @@
  *
  * One device per process, one communicator of all ranks, every path of the
  * same kind (one virtual node: the peer link; one node per rank: the
- * network), so the alpha-beta closed forms hold:
+ * network; or a declared topology where every pair has the same path), so
+ * the alpha-beta closed forms hold:
  *   ring all-reduce     2(n-1) (alpha + (S/n) / beta)
  *   all-gather          (n-1)  (alpha + B / beta)      B = one rank's block
  *   reduce-scatter      (n-1)  (alpha + B / beta)
@@ -18,7 +19,9 @@
  * every other collective and algorithm costs at least one hop, and results
  * are right. Rank 0 prints every time (ns) for the determinism test.
  *
- * usage: occl_vtime {pix|net} [MiB [wall]]   (env OPENREG_TIME=virtual, a100;
+ * usage: occl_vtime {pix|net|path:NS,BYTES_PER_NS} [MiB [wall]]
+ *        (env OPENREG_TIME=virtual, a100; path: every pair's path in a
+ *        uniform OPENREG_TOPO has this latency and bandwidth;
  *        with `wall`, OPENREG_TIME=wall and only the calls and results)
  */
 #include <math.h>
@@ -97,6 +100,9 @@ int main(int argc, char **argv)
     size_t mib = argc > 2 ? (size_t)atoi(argv[2]) : 16;
     alpha = net ? 10000 : 5000;
     beta = net ? 12.5 : 25.0;
+    /* A declared uniform topology: its path's latency and bandwidth. */
+    if (argc > 1 && strncmp(argv[1], "path:", 5) == 0)
+        CHECK(sscanf(argv[1] + 5, "%lf,%lf", &alpha, &beta) == 2 && alpha >= 0 && beta > 0);
     CHECK(mib >= 4 && mib % 4 == 0 && n >= 2);
     wall = argc > 3 && strcmp(argv[3], "wall") == 0;
     const char *mode = getenv("OPENREG_TIME");

@@ -14,6 +14,7 @@ import re
 import sys
 
 INFO = re.compile(r"occl INFO: rank 0: AllReduce of (\d+) x \S+ on .*: (\w+)\s*$")
+RING = re.compile(r"occl INFO: comm \S+ ring (from the topology.*)$")
 ALGO_ORDER = ["ring", "tree", "hierarchical", "direct", "auto"]
 PLACEMENT_ORDER = ["packed", "spread"]
 COLOURS = {"ring": "#1f77b4", "tree": "#d62728", "hierarchical": "#2ca02c",
@@ -29,8 +30,13 @@ def parse_log(path):
     """Rows (size, count, vtime_us, algbw, busbw) of one occl_perf log, and
     the algorithm rank 0 used for each count."""
     rows, used, virtual = [], {}, False
+    ring = ""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
+            m = RING.search(line)
+            if m:
+                ring = m.group(1).strip()
+                continue
             m = INFO.search(line)
             if m:
                 used[int(m.group(1))] = m.group(2)
@@ -51,7 +57,7 @@ def parse_log(path):
         raise StudyError("%s: not a virtual-time occl_perf log" % path)
     if not rows:
         raise StudyError("%s: no result rows" % path)
-    return rows, used
+    return rows, used, ring
 
 
 def load(directory):
@@ -90,7 +96,7 @@ def write_csv(path, runs):
         w.writerow(["placement", "algorithm", "algorithm_used", "size_bytes",
                     "vtime_us", "algbw_GBps", "busbw_GBps"])
         for key in order(runs):
-            rows, used = runs[key]
+            rows, used, _ = runs[key]
             for size, count, t, alg, bus in rows:
                 w.writerow([key[0], key[1], used.get(count, ""), size, t, alg, bus])
 
@@ -116,6 +122,10 @@ def write_markdown(path, runs, title):
             lines.append("| %s | %s | %s |" % (human(s), " | ".join(cells),
                                                 "%s %s" % best[1] if best else ""))
         lines.append("")
+    lines += ["## OCCL's ring", "", "| run | ring |", "|---|---|"]
+    for k in keys:
+        lines.append("| %s %s | %s |" % (k[0], k[1], runs[k][2] or "rank order"))
+    lines.append("")
     auto = [k for k in keys if k[1] == "auto"]
     if auto:
         lines += ["## algorithm the planner picked (auto)", "",

@@ -365,6 +365,7 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
             c->ring[j] = c->ring[j - 1];
             c->ring[j - 1] = t;
         }
+    occl_ring_follow_topology(c); /* a declared topology orders it instead */
     for (int i = 0; i < c->nranks; i++)
         if (c->ring[i] == c->rank)
             c->ring_pos = i;

@@ -209,6 +209,10 @@ occlResult_t occl_run_call(occl_call *call);
 /* Run several calls of one device together (a group's sends and receives). */
 occlResult_t occl_run_calls(occl_call *calls, int n);
 
+/* topo_ring.c: with OPENREG_TOPO, c->ring becomes the topology's ring of
+ * the comm's devices (c->peers must be filled); else it stays as it is. */
+void occl_ring_follow_topology(occlComm_t c);
+
 /* tuning.c: the algorithm a call uses (AllReduce: ring, tree, direct or
  * hierarchical; Reduce: ring or tree; the rest: ring). */
 typedef enum {

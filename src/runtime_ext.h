@@ -36,6 +36,10 @@ typedef struct or_job_view {
     int node;          /* virtual node of this rank */
     const int *rank_node; /* virtual node of every world rank */
     uint64_t job_id;
+    /* OPENREG_TOPO (else NULL): the topology, and the topology device of
+     * every global device (or_global_device). */
+    const struct or_topo *topo;
+    const int *topo_device;
 } or_job_view;
 orError_t or_job(or_job_view *view);
 

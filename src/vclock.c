@@ -9,6 +9,7 @@
  * so its time is known when it is issued.
  */
 #include "internal.h"
+#include "topo.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -66,17 +67,22 @@ static timeline *link_get(uint64_t key)
     return &links[j];
 }
 
-/* The earliest s >= t with [s, s+d) free on the link; reserves it. Busy
- * intervals are kept sorted and disjoint, so a transfer may take a gap
- * before later reservations when it fits there: the order is by virtual
- * start, not by issue. */
-static uint64_t link_reserve(uint64_t key, uint64_t t, uint64_t d)
+/* The link's timeline if it has one; never grows the table, so pointers it
+ * returns stay valid until the next link_get. */
+static timeline *link_find(uint64_t key)
 {
-    if (d == 0)
-        return t;
-    timeline *tl = link_get(key);
-    if (!tl)
-        return t; /* out of memory: charge the transfer as if alone on the link */
+    if (!cap_links)
+        return NULL;
+    size_t j = key % cap_links;
+    while (links[j].key && links[j].key != key)
+        j = (j + 1) % cap_links;
+    return links[j].key ? &links[j] : NULL;
+}
+
+/* The earliest s >= t with [s, s+d) free on the link; *at receives the
+ * index of the first busy interval after it. */
+static uint64_t link_free_from(const timeline *tl, uint64_t t, uint64_t d, size_t *at)
+{
     uint64_t s = t;
     size_t i = 0;
     for (; i < tl->n; i++) {
@@ -86,6 +92,15 @@ static uint64_t link_reserve(uint64_t key, uint64_t t, uint64_t d)
             break;
         s = tl->v[i].b;
     }
+    *at = i;
+    return s;
+}
+
+/* Marks [s, s+d) busy; the caller found it free (link_free_from). */
+static void link_occupy(timeline *tl, uint64_t s, uint64_t d)
+{
+    size_t i;
+    (void)link_free_from(tl, s, d, &i);
     /* i: the first interval after [s, e). Merge with touching neighbours. */
     uint64_t e = add_sat(s, d);
     bool left = i > 0 && tl->v[i - 1].b == s, right = i < tl->n && tl->v[i].a == e;
@@ -102,7 +117,7 @@ static uint64_t link_reserve(uint64_t key, uint64_t t, uint64_t d)
             size_t cap = tl->cap ? 2 * tl->cap : 16;
             interval *grown = realloc(tl->v, cap * sizeof *grown);
             if (!grown)
-                return s;
+                return; /* out of memory: the transfer is charged as if alone */
             tl->v = grown;
             tl->cap = cap;
         }
@@ -115,6 +130,51 @@ static uint64_t link_reserve(uint64_t key, uint64_t t, uint64_t d)
         memmove(&tl->v[1], &tl->v[2], (tl->n - 2) * sizeof *tl->v);
         tl->n--;
     }
+}
+
+enum { LINK_LOC = 1, LINK_H2D, LINK_D2H, LINK_H2H, LINK_PEER, LINK_NET, LINK_TOPO };
+
+static uint64_t link_key(int kind, int a, int b)
+{
+    return (uint64_t)kind << 56 | (uint64_t)(uint32_t)(a + 1) << 28 | (uint64_t)(uint32_t)(b + 1);
+}
+
+/* The key of the path's i-th link. */
+static uint64_t path_key(const or_vpath *p, int i)
+{
+    if (!p->nhops)
+        return p->link;
+    int hop = p->reversed ? p->hops[p->nhops - 1 - i] ^ 1 : p->hops[i];
+    return link_key(LINK_TOPO, hop, 0);
+}
+
+/* The earliest s >= t with [s, s+d) free on every link of the path;
+ * reserves it there. Busy intervals are kept sorted and disjoint, so a
+ * transfer may take a gap before later reservations when it fits there: the
+ * order is by virtual start, not by issue. A transfer holds all its links at
+ * once, at the bottleneck's rate (a circuit, not store and forward). */
+static uint64_t path_reserve(const or_vpath *p, uint64_t t, uint64_t d)
+{
+    if (d == 0)
+        return t;
+    int n = p->nhops ? p->nhops : 1;
+    for (int i = 0; i < n; i++)
+        if (!link_get(path_key(p, i)))
+            return t; /* out of memory: charge the transfer as if alone on its links */
+    uint64_t s = t;
+    for (bool moved = true; moved;) { /* s only grows, to the end of some interval */
+        moved = false;
+        for (int i = 0; i < n; i++) {
+            size_t at;
+            uint64_t free_at = link_free_from(link_find(path_key(p, i)), s, d, &at);
+            if (free_at != s) {
+                s = free_at;
+                moved = true;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        link_occupy(link_find(path_key(p, i)), s, d);
     return s;
 }
 
@@ -147,31 +207,71 @@ static uint64_t memory_bps(int g)
     return (uint64_t)llround(or_rt.devices[d].prop.memoryBandwidthGBs * 1e9);
 }
 
-enum { LINK_LOC = 1, LINK_H2D, LINK_D2H, LINK_H2H, LINK_PEER, LINK_NET };
-
-static uint64_t link_key(int kind, int a, int b)
+/* bytes/s and ns of a topology path, rounded to the clock's integers. */
+static or_vpath topo_vpath(const or_topo_path *tp, bool reversed)
 {
-    return (uint64_t)kind << 56 | (uint64_t)(uint32_t)(a + 1) << 28 | (uint64_t)(uint32_t)(b + 1);
+    return (or_vpath){.latency_ns = (uint64_t)llround(tp->latency_ns),
+                      .bytes_per_s = (uint64_t)llround(tp->bandwidth),
+                      .type = or_topo_path_type_name(tp->type),
+                      .nhops = tp->nhops,
+                      .hops = tp->hops,
+                      .reversed = reversed};
+}
+
+/* The declared topology's path, when it has one for these ends: between two
+ * devices, or a device and this rank's host when both are in one node.
+ * Copies within a device and host to host keep the defaults (the topology
+ * has no memory bandwidth), and so does a host end on another node than the
+ * device (the topology holds no path from a device to another node's CPU). */
+static bool topo_path(int src, int dst, or_vpath *out)
+{
+    if (!or_cl.topo || !or_cl.topo_device || src == dst)
+        return false;
+    int total = or_cl.first_device[or_cl.nranks];
+    if ((src != OR_VT_HOST && (src < 0 || src >= total)) ||
+        (dst != OR_VT_HOST && (dst < 0 || dst >= total)))
+        return false;
+    const or_topo_path *tp = NULL;
+    bool reversed = false;
+    if (src != OR_VT_HOST && dst != OR_VT_HOST) {
+        tp = or_topo_path_between(or_cl.topo, or_cl.topo_device[src], or_cl.topo_device[dst]);
+    } else {
+        int dev = src == OR_VT_HOST ? dst : src;
+        if (node_of(dev) != or_cl.node)
+            return false;
+        tp = or_topo_host_path(or_cl.topo, or_cl.topo_device[dev]);
+        reversed = src == OR_VT_HOST; /* the host path runs device to CPU */
+    }
+    if (!tp || tp->bandwidth <= 0)
+        return false;
+    *out = topo_vpath(tp, reversed);
+    return true;
 }
 
 or_vpath or_vclock_path(int src, int dst)
 {
+    or_vpath tp;
+    if (topo_path(src, dst, &tp))
+        return tp;
     if (src == OR_VT_HOST && dst == OR_VT_HOST)
-        return (or_vpath){OR_VT_HOST_MEM_NS, OR_VT_HOST_MEM_BPS, link_key(LINK_H2H, 0, 0), "SYS"};
+        return (or_vpath){OR_VT_HOST_MEM_NS, OR_VT_HOST_MEM_BPS, link_key(LINK_H2H, 0, 0), "SYS",
+                          0, NULL, false};
     if (src == dst)
         return (or_vpath){OR_VT_LOCAL_LATENCY_NS, memory_bps(src), link_key(LINK_LOC, src, src),
-                          "LOC"};
+                          "LOC", 0, NULL, false};
     int sn = src == OR_VT_HOST ? or_cl.node : node_of(src);
     int dn = dst == OR_VT_HOST ? or_cl.node : node_of(dst);
     if (sn != dn)
-        return (or_vpath){OR_VT_NET_NS, OR_VT_NET_BPS, link_key(LINK_NET, src, dst), "NET"};
+        return (or_vpath){OR_VT_NET_NS, OR_VT_NET_BPS, link_key(LINK_NET, src, dst), "NET",
+                          0, NULL, false};
     if (src == OR_VT_HOST)
         return (or_vpath){OR_VT_HOST_LINK_NS, OR_VT_HOST_LINK_BPS, link_key(LINK_H2D, dst, dst),
-                          "PHB"};
+                          "PHB", 0, NULL, false};
     if (dst == OR_VT_HOST)
         return (or_vpath){OR_VT_HOST_LINK_NS, OR_VT_HOST_LINK_BPS, link_key(LINK_D2H, src, src),
-                          "PHB"};
-    return (or_vpath){OR_VT_PEER_NS, OR_VT_PEER_BPS, link_key(LINK_PEER, src, dst), "PIX"};
+                          "PHB", 0, NULL, false};
+    return (or_vpath){OR_VT_PEER_NS, OR_VT_PEER_BPS, link_key(LINK_PEER, src, dst), "PIX",
+                      0, NULL, false};
 }
 
 uint64_t or_vclock_bytes_ns(uint64_t bytes, uint64_t bytes_per_s)
@@ -234,7 +334,7 @@ void or_vclock_charge(or_stream *s, or_op *op)
         uint64_t busy = or_vclock_bytes_ns(op->cost.bytes, p.bytes_per_s);
         /* The data occupies the link for bytes/bandwidth; latency is the
          * pipeline's delay and is not a share of the link. */
-        uint64_t slot = link_reserve(p.link, start, busy);
+        uint64_t slot = path_reserve(&p, start, busy);
         end = add_sat(add_sat(slot, busy), p.latency_ns);
         break;
     }

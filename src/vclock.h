@@ -42,12 +42,20 @@ typedef enum { OR_TIME_WALL = 0, OR_TIME_VIRTUAL = 1 } or_time_mode;
  * oldest are merged (the gap between them counts as busy). */
 #define OR_VT_MAX_INTERVALS 512
 
-/* A path between two ends of a copy. */
+/* A path between two ends of a copy. Without a topology it is one link
+ * (`link`); with OPENREG_TOPO it is the topology path's directed links
+ * (`hops`, read backwards and flipped when `reversed`: a host-to-device copy
+ * uses the device's host path the other way), and a transfer occupies every
+ * one of them for bytes / bottleneck bandwidth. */
 typedef struct or_vpath {
     uint64_t latency_ns;
     uint64_t bytes_per_s;
     uint64_t link;    /* transfers naming the same link share its bandwidth */
-    const char *type; /* LOC, PHB (host link), SYS (host memory), PIX (peer), NET */
+    const char *type; /* LOC, PHB (host link), SYS (host memory), PIX (peer), NET;
+                       * with a topology its path type (NVL, PIX, PHB, SYS, NET...) */
+    int nhops;        /* 0: the one link `link`; else the topology's directed links */
+    const int *hops;
+    bool reversed;
 } or_vpath;
 
 extern bool or_vt_on; /* OPENREG_TIME=virtual; set once at start-up */
@@ -56,7 +64,8 @@ void or_vclock_start(bool on);
 void or_vclock_fini(void);
 
 /* The path between two ends, each a global device id or OR_VT_HOST. The one
- * place that knows links: a declared topology replaces its body. */
+ * place that knows links: with OPENREG_TOPO, the topology's path between the
+ * two devices' topology devices (docs/virtual-time.md#declared-topology). */
 or_vpath or_vclock_path(int src, int dst);
 /* latency + ceil(bytes / bandwidth) of that path, in ns, ignoring contention. */
 uint64_t or_vclock_path_cost(int src, int dst, uint64_t bytes);

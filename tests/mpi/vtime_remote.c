@@ -4,9 +4,12 @@
  * and reads the neighbour's back (a get), each between timed events. In
  * virtual mode each copy costs latency + bytes / bandwidth of the path
  * between the two devices: the network across virtual nodes, the peer link
- * within one (docs/virtual-time.md). The data must arrive in either mode.
+ * within one (docs/virtual-time.md), or with OPENREG_TOPO the topology's
+ * path, whose latency and bandwidth the test is given (--peer and --net,
+ * written from docs/topology.md). The data must arrive in either mode.
  *
- * usage: vtime_remote BYTES [--skip-atexit]    (2 or more ranks)
+ * usage: vtime_remote BYTES [--skip-atexit] [--peer NS,BPS] [--net NS,BPS]
+ *        (2 or more ranks)
  * The program initializes and finalizes MPI itself; with --skip-atexit it
  * leaves with _exit right after MPI_Finalize, so its trace must have been
  * written by the runtime's MPI_Finalize hook.
@@ -31,12 +34,23 @@ static long long xfer(long long bytes, long long lat, long long bps)
 int main(int argc, char **argv)
 {
     long long bytes = argc > 1 ? atoll(argv[1]) : 1 << 20;
-    int skip_atexit = argc > 2 && strcmp(argv[2], "--skip-atexit") == 0;
+    int skip_atexit = 0;
+    long long peer_ns = PEER_NS, peer_bps = PEER_BPS, net_ns = NET_NS, net_bps = NET_BPS;
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--skip-atexit") == 0)
+            skip_atexit = 1;
+        else if (strcmp(argv[i], "--peer") == 0 && i + 1 < argc)
+            CHECK(sscanf(argv[++i], "%lld,%lld", &peer_ns, &peer_bps) == 2);
+        else if (strcmp(argv[i], "--net") == 0 && i + 1 < argc)
+            CHECK(sscanf(argv[++i], "%lld,%lld", &net_ns, &net_bps) == 2);
+        else
+            CHECK(!"usage: vtime_remote BYTES [--skip-atexit] [--peer NS,BPS] [--net NS,BPS]");
+    }
     orClusterInfo ci;
     CHECK_OR(orGetClusterInfo(&ci));
-    CHECK(ci.nranks >= 2 && bytes > 0 && bytes % 4 == 0);
+    CHECK(ci.nranks >= 2 && bytes > 0 && bytes % 4 == 0 && peer_bps > 0 && net_bps > 0);
     const char *mode = getenv("OPENREG_TIME");
     int virtual_time = mode && strcmp(mode, "virtual") == 0;
     int next = (ci.rank + 1) % ci.nranks, prev = (ci.rank + ci.nranks - 1) % ci.nranks;
@@ -79,13 +93,19 @@ int main(int argc, char **argv)
     CHECK_OR(orEventElapsedTimeNs(&get_ns, b, c));
 
     /* Same node: a peer copy through shared memory; else the network. */
-    int across = ci.nnodes > 1;
-    long long want = across ? xfer(bytes, NET_NS, NET_BPS) : xfer(bytes, PEER_NS, PEER_BPS);
-    printf("rank %d: put %lld ns, get %lld ns (%s; model %lld ns)\n", ci.rank, put_ns, get_ns,
-           across ? "network" : "peer link", want);
+    int *node = malloc(sizeof *node * (size_t)ci.nranks);
+    CHECK(node != NULL);
+    MPI_Allgather(&ci.node, 1, MPI_INT, node, 1, MPI_INT, MPI_COMM_WORLD);
+    int put_across = node[next] != ci.node, get_across = node[prev] != ci.node;
+    long long want_put = put_across ? xfer(bytes, net_ns, net_bps) : xfer(bytes, peer_ns, peer_bps);
+    long long want_get = get_across ? xfer(bytes, net_ns, net_bps) : xfer(bytes, peer_ns, peer_bps);
+    printf("rank %d: put %lld ns (%s; model %lld ns), get %lld ns (%s; model %lld ns)\n", ci.rank,
+           put_ns, put_across ? "network" : "peer link", want_put, get_ns,
+           get_across ? "network" : "peer link", want_get);
+    free(node);
     if (virtual_time) {
-        CHECK(put_ns == want);
-        CHECK(get_ns == want);
+        CHECK(put_ns == want_put);
+        CHECK(get_ns == want_get);
     }
 
     /* The get brought the previous rank's data; after everyone's put, our

@@ -347,6 +347,84 @@ Test(vclock, transfers_on_one_link_share_it)
     cr_assert_eq(elapsed(a, e3), HOST_LINK_NS + 1000000);
 }
 
+/* A declared topology (docs/topology.md#synthetic-strings): three devices on
+ * one switch, each link 100 GB/s with half of the 2 us device-to-device
+ * latency, and a 20 GB/s, 1 us PCIe link from each device to the CPU. */
+#define TOPO_SWITCH3 "devices:3 shape:switch intra:100GB/s,2us host:20GB/s,1us"
+#define TOPO_PEER_NS 2000ll
+#define TOPO_PEER_BPS 100000000000ll
+#define TOPO_HOST_NS 1000ll
+#define TOPO_HOST_BPS 20000000000ll
+
+static void virtual_topology(const char *topo)
+{
+    virtual_a100();
+    set_env("OPENREG_TOPO", topo);
+    set_env("OPENREG_DEVICES", "3");
+}
+
+Test(vclock, copies_cost_the_declared_topology_path)
+{
+    virtual_topology(TOPO_SWITCH3);
+    size_t n = 3000001;
+    void *h, *d0, *d1;
+    CHECK_OR(orMallocHost(&h, n));
+    CHECK_OR(orSetDevice(1));
+    CHECK_OR(orMalloc(&d1, n));
+    CHECK_OR(orSetDevice(0));
+    CHECK_OR(orMalloc(&d0, n));
+    orEvent_t a = timed_event(), b = timed_event(), c = timed_event(), d = timed_event();
+    CHECK_OR(orEventRecord(a, NULL));
+    CHECK_OR(orMemcpyPeerAsync(d1, 1, d0, 0, n, NULL));
+    CHECK_OR(orEventRecord(b, NULL));
+    CHECK_OR(orMemcpyAsync(d0, h, n, orMemcpyHostToDevice, NULL));
+    CHECK_OR(orEventRecord(c, NULL));
+    CHECK_OR(orMemcpyAsync(h, d0, n, orMemcpyDeviceToHost, NULL));
+    CHECK_OR(orEventRecord(d, NULL));
+    CHECK_OR(orDeviceSynchronize());
+    long long peer = TOPO_PEER_NS + xfer_ns((long long)n, TOPO_PEER_BPS);
+    long long host = TOPO_HOST_NS + xfer_ns((long long)n, TOPO_HOST_BPS);
+    cr_assert_eq(elapsed(a, b), peer, "peer copy: %lld ns, want %lld", elapsed(a, b), peer);
+    cr_assert_eq(elapsed(b, c), host, "H2D: %lld ns, want %lld", elapsed(b, c), host);
+    cr_assert_eq(elapsed(c, d), host, "D2H: %lld ns, want %lld", elapsed(c, d), host);
+    cr_assert_eq(or_vclock_path_cost(0, 2, n), (uint64_t)peer);
+    cr_assert_eq(or_vclock_path_cost(OR_VCLOCK_HOST, 2, n), (uint64_t)host);
+}
+
+/* 0 -> 1 and 2 -> 1 both use the switch's link to device 1 (not their first
+ * hop, which differs): the second waits for the first. 1 -> 0 runs the other
+ * way on every link and is free. */
+Test(vclock, topology_transfers_share_every_link_of_their_path)
+{
+    virtual_topology(TOPO_SWITCH3);
+    size_t n = 100000000; /* 1 ms at 100 GB/s */
+    void *d[3], *e1p;
+    for (int i = 2; i >= 0; i--) {
+        CHECK_OR(orSetDevice(i));
+        CHECK_OR(orMalloc(&d[i], n));
+    }
+    CHECK_OR(orSetDevice(1));
+    CHECK_OR(orMalloc(&e1p, n));
+    CHECK_OR(orSetDevice(0));
+    orStream_t s1, s2, s3;
+    CHECK_OR(orStreamCreate(&s1));
+    CHECK_OR(orStreamCreate(&s2));
+    CHECK_OR(orStreamCreate(&s3));
+    orEvent_t a = timed_event(), e1 = timed_event(), e2 = timed_event(), e3 = timed_event();
+    CHECK_OR(orEventRecord(a, s1));
+    CHECK_OR(orMemcpyPeerAsync(d[1], 1, d[0], 0, n, s1));
+    CHECK_OR(orEventRecord(e1, s1));
+    CHECK_OR(orMemcpyPeerAsync(e1p, 1, d[2], 2, n, s2)); /* shares switch -> device 1 */
+    CHECK_OR(orEventRecord(e2, s2));
+    CHECK_OR(orMemcpyPeerAsync(d[0], 0, d[1], 1, n, s3)); /* the other direction: free */
+    CHECK_OR(orEventRecord(e3, s3));
+    CHECK_OR(orDeviceSynchronize());
+    cr_assert_eq(elapsed(a, e1), TOPO_PEER_NS + 1000000);
+    cr_assert_eq(elapsed(a, e2), TOPO_PEER_NS + 2000000, "second transfer into device 1: %lld",
+                 elapsed(a, e2));
+    cr_assert_eq(elapsed(a, e3), TOPO_PEER_NS + 1000000);
+}
+
 Test(vclock, collectives_can_charge_a_stream)
 {
     virtual_a100();

@@ -35,7 +35,7 @@ expect 0 'device 1 \(global 7, topology n1.gpu3\)' -- "$ORRUN" -n 4 -d 2 --topo 
 expect 0 '^nodes: +1 virtual node: the nodes of topology dgx-a100x2 \(--topo\)' -- "$ORRUN" -n 4 -d 2 --topo dgx-a100x2 --dry-run -- ./prog
 expect 0 'OPENREG_TOPO' -- env OPENREG_TOPO=full4 "$ORRUN" -n 4 -d 1 --dry-run -- ./prog
 expect 0 '^  OPENREG_TOPO=nodes:2 devices:4$' -- "$ORRUN" -n 2 -d 4 --topo "nodes:2 devices:4" --dry-run -- ./prog
-expect 0 'mpiexec -n 2 ./prog OPENREG_TOPO=nodes:2 devices:4 OPENREG_PLACEMENT=spread' -- "$ORRUN" -n 2 -d 4 --topo "nodes:2 devices:4" --placement spread -- ./prog
+expect 0 'mpiexec -n 2 .*orrun --exec-rank -- ./prog OPENREG_TOPO=nodes:2 devices:4 OPENREG_PLACEMENT=spread' -- "$ORRUN" -n 2 -d 4 --topo "nodes:2 devices:4" --placement spread -- ./prog
 # Refused before mpiexec runs (no "mpiexec" line in the output).
 expect 1 'the job does not fit: 9 ranks x 1 devices need 9 devices' -- "$ORRUN" -n 9 -d 1 --topo dgx-a100 -- ./prog
 expect 1 "a rank's devices are in one node" -- env OPENREG_TOPO="nodes:2 devices:3" "$ORRUN" -n 3 -d 2 -- ./prog

@@ -18,10 +18,13 @@ rc=0
 timeout --kill-after=10 200 ./launch/orrun -n 2 -d 1 -- "$python" "$here/dist_env.py" \
     >"$out" 2>&1 || rc=$?
 cat "$out"
-ok=$(grep -c '^rank [01]: env:// ok' "$out" || true)
-timed=$(grep -c '^rank 0: a missing peer fails the all_reduce' "$out" || true)
-gave_up=$(grep -c '^rank 0: wait(timeout=1 s) gives up before OCCL does' "$out" || true)
-done=$(grep -c '^rank [01]: done$' "$out" || true)
+# Counted as occurrences, not lines: mpiexec forwards the two ranks' output
+# through one stream, where one rank's line can land inside the other's.
+count() { grep -o -- "$1" "$out" | wc -l; }
+ok=$(count 'rank [01]: env:// ok')
+timed=$(count 'rank 0: a missing peer fails the all_reduce')
+gave_up=$(count 'rank 0: wait(timeout=1 s) gives up before OCCL does')
+done=$(count 'rank [01]: done')
 if [ "$rc" -ne 0 ] || [ "$ok" -ne 2 ] || [ "$timed" -ne 1 ] || [ "$gave_up" -ne 1 ] ||
     [ "$done" -ne 2 ]; then
     echo "dist launch: FAIL (exit status $rc; env:// ok on $ok ranks, timeout seen $timed, done $done)"

@@ -844,6 +844,7 @@ int main(int argc, char **argv)
         else
             fprintf(stderr, "orrun: mpiexec not found on PATH (install MPICH, or set "
                             "ORRUN_MPIEXEC to its path)\n");
+        free(self);
         return 127;
     }
 

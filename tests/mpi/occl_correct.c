@@ -315,10 +315,12 @@ static int float_shift(int t)
     return t == occlFloat16 ? 2 : t == occlBfloat16 ? 0 : t == occlFloat32 ? 2 : 4;
 }
 
-/* Uniform integer in [-k, k]. */
+/* Uniform integer in [-k, k] (k up to INT64_MAX: computed unsigned, where
+ * 2k + 1 and the subtraction wrap instead of overflowing). */
 static int64_t centered(uint64_t h, uint64_t k)
 {
-    return (int64_t)(h % (2 * k + 1)) - (int64_t)k;
+    uint64_t u = h % (2 * k + 1) - k;
+    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
 }
 
 /* Input of rank r at element j, for a reducing collective: a floating value. */

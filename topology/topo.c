@@ -509,6 +509,25 @@ static int may_traverse(const or_topo *t, int src_vertex, int s, int l)
     return 1;
 }
 
+/* The state reached from state s (prev_link: the link that led there, -1 at
+ * the source) over link l, or -1 if l may not be taken. Both graph walks
+ * follow this one rule. A NIC is a gateway between its node and the network,
+ * not a bridge: it is left over the other kind of link than the one it was
+ * reached by. */
+static int next_state(const or_topo *t, int src_vertex, int s, int prev_link, int l)
+{
+    const or_topo_link_info *li = &t->links[l].info;
+    int v = s / 2;
+    if (!may_traverse(t, src_vertex, s, l))
+        return -1;
+    int came_net = prev_link >= 0 && t->links[prev_link].info.kind == OR_TOPO_LINK_NET;
+    if (v != src_vertex && t->verts[v].kind == OR_TOPO_NIC &&
+        came_net == (li->kind == OR_TOPO_LINK_NET))
+        return -1;
+    int w = li->a == v ? li->b : li->a;
+    return 2 * w + (li->kind == OR_TOPO_LINK_NVLINK);
+}
+
 /* Run the search from a source vertex. Pass 1 (widest) fills best bottleneck
  * per state; pass 2, for one bottleneck value B, finds (lat, hops) shortest
  * paths over links of bandwidth >= B. `L` and `heap` are scratch. */
@@ -534,23 +553,13 @@ static void search(const or_topo *t, int src, double min_bw, ot_label *L, ot_hea
             continue;
         L[s].done = 1;
         int v = s / 2;
-        /* A NIC is a gateway between its node and the network, not a bridge:
-         * leave it over the other kind of link than the one we came by. */
-        int came_net = L[s].prev_link >= 0 && t->links[L[s].prev_link].info.kind ==
-                                                  OR_TOPO_LINK_NET;
         for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
             int l = t->adj[k];
             const or_topo_link_info *li = &t->links[l].info;
             if (li->bandwidth < min_bw)
                 continue;
-            if (!may_traverse(t, src, s, l))
-                continue;
-            if (v != src && t->verts[v].kind == OR_TOPO_NIC &&
-                came_net == (li->kind == OR_TOPO_LINK_NET))
-                continue;
-            int w = li->a == v ? li->b : li->a;
-            int ns = 2 * w + (li->kind == OR_TOPO_LINK_NVLINK);
-            if (L[ns].done)
+            int ns = next_state(t, src, s, L[s].prev_link, l);
+            if (ns < 0 || L[ns].done)
                 continue;
             double bw = L[s].bw < li->bandwidth ? L[s].bw : li->bandwidth;
             double lat = L[s].lat + li->latency_ns;
@@ -843,23 +852,15 @@ static or_topo_status check_reachable(or_topo *t, or_topo_error *err)
         queue[tail++] = 2 * src;
         while (head < tail && found < t->ndevs) {
             int st = queue[head++], v = st / 2;
-            int came_net = L[st].prev_link >= 0 &&
-                           t->links[L[st].prev_link].info.kind == OR_TOPO_LINK_NET;
             for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
                 int l = t->adj[k];
-                const or_topo_link_info *li = &t->links[l].info;
-                if (!may_traverse(t, src, st, l))
-                    continue;
-                if (v != src && t->verts[v].kind == OR_TOPO_NIC &&
-                    came_net == (li->kind == OR_TOPO_LINK_NET))
-                    continue;
-                int w = li->a == v ? li->b : li->a;
-                int ns = 2 * w + (li->kind == OR_TOPO_LINK_NVLINK);
-                if (seen[ns])
+                int ns = next_state(t, src, st, L[st].prev_link, l);
+                if (ns < 0 || seen[ns])
                     continue;
                 seen[ns] = 1;
                 L[ns].prev_link = l;
                 queue[tail++] = ns;
+                int w = ns / 2;
                 if (t->verts[w].kind == OR_TOPO_DEVICE && !seen[2 * w + !(ns % 2)])
                     found++;
             }

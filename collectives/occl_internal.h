@@ -41,6 +41,10 @@ enum { OCCL_SCRATCH_A, OCCL_SCRATCH_B, OCCL_SCRATCH_SLOTS };
 #define OCCL_NET_SPLIT 4
 #define OCCL_NET_MAX_PIECES 64
 #define OCCL_NET_DEPTH 2
+/* The planner's decisions kept per communicator (virtual time), and the
+ * most algorithms a decision records times for (>= OCCL_NUM_ALGOS). */
+#define OCCL_PLAN_CACHE 32
+#define OCCL_PLAN_MAX_ALGOS 8
 
 /* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
 typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;
@@ -126,6 +130,19 @@ struct occlComm {
     void *staging;
     size_t staging_bytes;
     bool staging_busy;
+    /* Virtual time: the memory bandwidth of every rank's device, from the
+     * exchange of entry clocks, while a modelled call runs (else NULL); and
+     * the planner's decisions from the model (tuning.c), kept per call shape
+     * so that the replay runs once per shape, not on every call. */
+    const uint64_t *vbps;
+    struct occl_plan_entry {
+        bool used;
+        unsigned char coll, type, algo;
+        int root;     /* Reduce's root; -1 for the rest */
+        size_t count;
+        uint64_t est_ns[OCCL_PLAN_MAX_ALGOS]; /* each candidate's completion, UINT64_MAX: not one */
+    } plan_cache[OCCL_PLAN_CACHE];
+    int plan_next; /* the entry the next new shape replaces */
 };
 
 /* Device scratch of at least `bytes` in slot `slot` of comm (its contents
@@ -230,6 +247,12 @@ size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk 
  * account for it: in virtual time, exchange entry clocks with the peers and
  * move *clock (this rank's entry) to the call's end; in traces, a slice. */
 occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
+/* The virtual time call c would take with algorithm algo, every rank
+ * entering at 0: the end of the last rank's schedule, in ns, over the
+ * declared topology's paths (or the default ones), bps[r] the memory
+ * bandwidth of rank r's device. The same on every rank given the same bps;
+ * UINT64_MAX if it cannot be modelled (out of memory). */
+uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps);
 const char *occl_algo_name(occl_algo a);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */

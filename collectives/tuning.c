@@ -11,9 +11,11 @@
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "occl_internal.h"
 
@@ -149,9 +151,82 @@ static double reduce_cost(occlComm_t comm, occl_algo a, double bytes)
     }
 }
 
+_Static_assert(OCCL_NUM_ALGOS <= OCCL_PLAN_MAX_ALGOS, "a plan entry records every algorithm");
+
+/* Virtual time: the planner's cached decision for c's shape, or a new entry
+ * (the oldest replaced) with used == false. Under comm->lock, as every task
+ * of the communicator. */
+static struct occl_plan_entry *plan_slot(occlComm_t comm, const occl_call *c, int root)
+{
+    for (int i = 0; i < OCCL_PLAN_CACHE; i++) {
+        struct occl_plan_entry *e = &comm->plan_cache[i];
+        if (e->used && e->coll == c->coll && e->type == c->type && e->count == c->count && e->root == root)
+            return e;
+    }
+    struct occl_plan_entry *e = &comm->plan_cache[comm->plan_next];
+    comm->plan_next = (comm->plan_next + 1) % OCCL_PLAN_CACHE;
+    *e = (struct occl_plan_entry){.used = false, .coll = (unsigned char)c->coll,
+                                  .type = (unsigned char)c->type, .root = root, .count = c->count};
+    return e;
+}
+
+/* The candidate with the smallest replayed completion (every rank entering
+ * at 0), the first in enum order on a tie. The replay depends only on what
+ * every rank holds alike (the call, the ring and nodes, the ranks' devices
+ * and the bandwidths exchanged with the entry clocks), so every rank picks
+ * the same. */
+static occl_algo plan_from_model(const occl_call *c, unsigned cand, struct occl_plan_entry *e)
+{
+    occl_algo pick = OCCL_NUM_ALGOS;
+    bool modelled = true;
+    for (int a = 0; a < OCCL_PLAN_MAX_ALGOS; a++) {
+        e->est_ns[a] = UINT64_MAX;
+        if (a >= OCCL_NUM_ALGOS || !(cand & (1u << a)))
+            continue;
+        e->est_ns[a] = occl_vcost_estimate(c, (occl_algo)a, c->comm->vbps);
+        if (pick == OCCL_NUM_ALGOS || e->est_ns[a] < e->est_ns[pick])
+            pick = (occl_algo)a;
+        if (e->est_ns[a] == UINT64_MAX)
+            modelled = false;
+    }
+    e->algo = (unsigned char)pick;
+    /* A replay that ran out of memory decides nothing for later calls; the
+     * ranks may disagree on this one (then the call times out). */
+    e->used = modelled;
+    if (!modelled)
+        OCCL_WARN("rank %d: %s: a candidate could not be modelled in virtual time (out of memory); using %s",
+                  c->comm->rank, occl_coll_name(c->coll), occl_algo_name(pick));
+    return pick;
+}
+
+/* "ring 12 ns, tree 15 ns" for the log. */
+static void format_estimates(const struct occl_plan_entry *e, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int a = 0; a < OCCL_NUM_ALGOS && len < size; a++) {
+        if (e->est_ns[a] == UINT64_MAX)
+            continue;
+        int w = snprintf(buf + len, size - len, "%s%s %llu ns", len ? ", " : "", occl_algo_name((occl_algo)a),
+                         (unsigned long long)e->est_ns[a]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 occl_algo occl_plan(const occl_call *c)
 {
     pthread_once(&parse_once, parse_env);
+    bool timed = occl_log_threshold >= OCCL_LOG_TRACE;
+    uint64_t t0 = timed ? now_ns() : 0;
     unsigned mask = allowed[c->coll];
     occlComm_t comm = c->comm;
     double bytes = (double)c->count * (double)occl_type_size(c->type);
@@ -167,6 +242,7 @@ occl_algo occl_plan(const occl_call *c)
         mask = has;
     occl_algo pick = OCCL_NUM_ALGOS;
     double best = INFINITY;
+    unsigned cand = 0; /* allowed and eligible (a finite cost) */
     for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
         if (!(mask & has & (1u << a)))
             continue;
@@ -175,13 +251,38 @@ occl_algo occl_plan(const occl_call *c)
         double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(comm, (occl_algo)a, bytes)
                       : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(comm, (occl_algo)a, bytes)
                                                      : 0;
+        if (cost < INFINITY)
+            cand |= 1u << a;
         if (cost < best) {
             best = cost;
             pick = (occl_algo)a;
         }
     }
-    OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes: %s", comm->rank,
-              occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
-              comm->nnodes, occl_algo_name(pick));
+    /* Virtual time: the clock the program sees is the replay's (vcost.c),
+     * so the candidates are compared by the replay, not by this host's hop
+     * costs. Only while a modelled call runs (comm->vbps); one candidate
+     * needs no replay. */
+    struct occl_plan_entry *e = NULL;
+    bool cached = false;
+    if (comm->vbps && (cand & (cand - 1))) {
+        e = plan_slot(comm, c, c->coll == OCCL_COLL_REDUCE ? c->root : -1);
+        cached = e->used;
+        pick = cached ? (occl_algo)e->algo : plan_from_model(c, cand, e);
+    }
+    if (timed)
+        occl_log(OCCL_LOG_TRACE, "rank %d: %s of %zu x %s planned in %.2f us (%s)", comm->rank,
+                 occl_coll_name(c->coll), c->count, occl_type_name(c->type), (double)(now_ns() - t0) / 1e3,
+                 !e ? "cost formulas" : cached ? "virtual-time model, cached" : "virtual-time model, replayed");
+    if (e && occl_log_threshold >= OCCL_LOG_INFO) {
+        char est[40 * OCCL_NUM_ALGOS];
+        format_estimates(e, est, sizeof est);
+        OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes (virtual-time model: %s): %s",
+                  comm->rank, occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
+                  comm->nnodes, est, occl_algo_name(pick));
+    } else {
+        OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes: %s", comm->rank,
+                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks, comm->nnodes,
+                  occl_algo_name(pick));
+    }
     return pick;
 }

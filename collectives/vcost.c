@@ -422,6 +422,24 @@ static void sim_free(vsim *v)
     free(v->r);
 }
 
+/* Every rank's steps of collective c with algorithm algo. */
+static void schedule(vsim *v, const occl_call *c, occl_algo algo)
+{
+    switch (c->coll) {
+    case OCCL_COLL_ALLREDUCE: sched_allreduce(v, c, algo); break;
+    case OCCL_COLL_BROADCAST: sched_pipeline(v, c, false); break;
+    case OCCL_COLL_REDUCE:
+        if (algo == OCCL_ALGO_TREE)
+            sched_reduce_tree(v, c);
+        else
+            sched_pipeline(v, c, true);
+        break;
+    case OCCL_COLL_ALLGATHER: sched_ring_blocks(v, c, false); break;
+    case OCCL_COLL_REDUCESCATTER: sched_ring_blocks(v, c, true); break;
+    default: sched_direct(v, c); break;
+    }
+}
+
 /* This rank's end of collective c, every rank having entered at entry[]. */
 static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo algo,
                                const uint64_t *entry, int *gdev, uint64_t *bps)
@@ -429,19 +447,7 @@ static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo al
     vsim v = {comm, comm->nranks, calloc((size_t)comm->nranks, sizeof(vrank)), gdev, bps, false};
     if (!v.r)
         return entry[comm->rank];
-    switch (c->coll) {
-    case OCCL_COLL_ALLREDUCE: sched_allreduce(&v, c, algo); break;
-    case OCCL_COLL_BROADCAST: sched_pipeline(&v, c, false); break;
-    case OCCL_COLL_REDUCE:
-        if (algo == OCCL_ALGO_TREE)
-            sched_reduce_tree(&v, c);
-        else
-            sched_pipeline(&v, c, true);
-        break;
-    case OCCL_COLL_ALLGATHER: sched_ring_blocks(&v, c, false); break;
-    case OCCL_COLL_REDUCESCATTER: sched_ring_blocks(&v, c, true); break;
-    default: sched_direct(&v, c); break;
-    }
+    schedule(&v, c, algo);
     uint64_t end = entry[comm->rank];
     if (!v.oom && replay(&v, entry)) {
         end = v.r[comm->rank].start[v.r[comm->rank].nsteps];
@@ -450,6 +456,33 @@ static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo al
                   occl_coll_name(c->coll), v.oom ? "out of memory" : "schedule mismatch");
     }
     sim_free(&v);
+    return end;
+}
+
+uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps)
+{
+    occlComm_t comm = c->comm;
+    int n = comm->nranks;
+    uint64_t *entry = calloc((size_t)n, sizeof *entry), *b = malloc((size_t)n * sizeof *b);
+    int *gdev = malloc((size_t)n * sizeof *gdev);
+    vsim v = {comm, n, calloc((size_t)n, sizeof(vrank)), gdev, b, false};
+    uint64_t end = UINT64_MAX;
+    if (entry && b && gdev && v.r) {
+        for (int j = 0; j < n; j++) {
+            gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
+            b[j] = bps[j];
+        }
+        schedule(&v, c, algo);
+        if (!v.oom && replay(&v, entry)) {
+            end = 0;
+            for (int r = 0; r < n; r++)
+                end = max_u64(end, v.r[r].start[v.r[r].nsteps]);
+        }
+    }
+    sim_free(&v);
+    free(entry);
+    free(b);
+    free(gdev);
     return end;
 }
 
@@ -607,27 +640,37 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
         if (res == occlSuccess)
             res = exchange(comm, peers, npeers, (vinfo){entry, my_bps(comm)}, info);
     }
+    /* Every rank's bandwidth, for the planner too (tuning.c replays the
+     * candidates with them): the same vector on every rank. */
+    uint64_t *bps = NULL;
+    if (res == occlSuccess && model && !p2p) {
+        bps = malloc((size_t)nr * sizeof *bps);
+        if (!bps)
+            res = occl_fail(occlSystemError, "out of memory");
+        for (int j = 0; bps && j < nr; j++)
+            bps[j] = info[j].bps;
+        comm->vbps = bps;
+    }
     if (res == occlSuccess)
         res = p2p ? occl_run_calls(calls, n) : occl_run_call(calls);
     occl_algo algo = OCCL_ALGO_RING;
     if (has_algo(&calls[0]) && nr > 1 && calls[0].count > 0 && (model || traced))
         algo = occl_plan(&calls[0]);
+    comm->vbps = NULL;
     if (res == occlSuccess && model) {
         if (p2p) {
             *clock = p2p_end(comm, calls, n, info, gdev);
         } else {
-            uint64_t *entries = malloc((size_t)nr * sizeof *entries), *bps = malloc((size_t)nr * sizeof *bps);
-            if (entries && bps) {
-                for (int j = 0; j < nr; j++) {
+            uint64_t *entries = malloc((size_t)nr * sizeof *entries);
+            if (entries) {
+                for (int j = 0; j < nr; j++)
                     entries[j] = info[j].clock;
-                    bps[j] = info[j].bps;
-                }
                 *clock = collective_end(comm, &calls[0], algo, entries, gdev, bps);
             }
             free(entries);
-            free(bps);
         }
     }
+    free(bps);
     if (traced) {
         uint64_t s = virt ? entry : wall0, e = virt ? *clock : or_trace_now();
         if (n == 1)

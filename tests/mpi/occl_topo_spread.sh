@@ -17,7 +17,8 @@ job() { # PLACEMENT OUT PROGRAM ARGS...
 }
 fail() { echo "FAIL: $*"; exit 1; }
 for p in packed spread; do
-    job "$p" "$dir/$p.out" env OPENREG_TIME=virtual ./tests/perf/occl_perf --coll allreduce \
+    # The ring's time: forced, as the planner follows the virtual-time model.
+    job "$p" "$dir/$p.out" env OPENREG_TIME=virtual OCCL_ALGO=ring ./tests/perf/occl_perf --coll allreduce \
         -g 2 -b 16M -e 16M -n 3 -w 1 || { cat "$dir/$p.out"; fail "occl_perf under $p placement"; }
     grep 'ring from the topology' "$dir/$p.out" || fail "$p: no ring from the topology logged"
     grep -q 'ring from the topology (2 network crossings)' "$dir/$p.out" ||

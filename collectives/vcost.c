@@ -16,7 +16,9 @@
  * so the times are deterministic, and its own end is the stream's new clock.
  * A reducing receive costs latency + max(link time, the reduction's memory
  * time: 3 bytes moved per byte received), as NCCL fuses the reduction into
- * the transfer. docs/virtual-time.md#collectives.
+ * the transfer. The planner (tuning.c) runs the same replay, every rank
+ * entering at 0, to compare the candidate algorithms (occl_vcost_estimate).
+ * docs/virtual-time.md#collectives.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -53,7 +53,7 @@ double perf_best_time(perf_body body, void *ctx, long count, int reps);
 
 /* "4 KiB", "64 MiB", "100 B". */
 void perf_format_size(char *buf, size_t len, size_t bytes);
-/* A size in bytes, the spellings of OPENREG_DEVICE_MEM: decimal digits,
+/* A size in bytes, spelt like OPENREG_DEVICE_MEM: decimal digits,
  * then optionally a binary unit K, M, G or T (any case; 1K = 1024) and then
  * optionally B or iB ("65536", "8B", "64K", "64KB", "64KiB", "4g", "16MiB").
  * Zero is a size: callers bound it. Returns 0, or -1 for anything else

@@ -2,8 +2,9 @@
 # study.sh - the allreduce placement and algorithm study (docs/study.md).
 # Runs occl_perf in virtual time on a 2-node x 4-device topology, once per
 # rank placement (packed, spread) and algorithm (OCCL_ALGO ring, tree,
-# hierarchical, and the planner's own choice), then writes a CSV, a markdown
-# table and an SVG plot of the virtual timings with scripts/study_report.py.
+# hierarchical, and the planner's own choice), in place only (one buffer per
+# rank, so 1 GiB fits), then writes a CSV, a markdown table and an SVG plot
+# of the virtual timings with scripts/study_report.py.
 # Run it from the build directory (it finds ./launch/orrun there) or name the
 # build directory with --build.
 usage() {
@@ -13,7 +14,7 @@ usage: study.sh [--build DIR] [--out DIR] [--min SIZE] [--max SIZE] [--factor N]
                 [--placements "packed spread"] [--ranks N]
   --build DIR    build directory holding launch/orrun and tests/perf/occl_perf (default .)
   --out DIR      where the raw logs, study.csv, study.md and study.svg go (default study-allreduce)
-  --min, --max   allreduce sizes, occl_perf's syntax (default 1K and 256M)
+  --min, --max   allreduce sizes, occl_perf's syntax (default 1K and 1G)
   --factor N     size step factor (default 4)
   --topo T       topology (default "nodes:2 devices:4 intra:300GB/s,1us inter:25GB/s,5us")
   --profile P    device profile (default a100)
@@ -26,7 +27,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=.
 out=study-allreduce
 min=1K
-max=256M
+max=1G
 factor=4
 topo="nodes:2 devices:4 intra:300GB/s,1us inter:25GB/s,5us"
 profile=a100
@@ -73,7 +74,9 @@ done
 mkdir -p "$out/raw" || exit 1
 # One run per (placement, algorithm). Virtual times are the same for every
 # call, so one timed call and no warm-up suffice; -c 0 because checking the
-# results costs host time and says nothing about the model.
+# results costs host time and says nothing about the model. In place only:
+# the model times in-place and out-of-place calls alike, and one buffer per
+# rank instead of two halves the buffers (8 GiB instead of 16 at 1 GiB).
 for p in $placements; do
     for a in $algos; do
         log=$out/raw/$p-$a.txt
@@ -82,6 +85,7 @@ for p in $placements; do
         if ! "$orrun" -n "$ranks" -d 1 --topo "$topo" --placement "$p" --time virtual \
                 --profile "$profile" -- env $algo_env OCCL_DEBUG=INFO \
                 "$perf" --coll allreduce -b "$min" -e "$max" -f "$factor" -n 1 -w 0 -c 0 \
+                --place in \
                 >"$log" 2>&1; then
             echo "study.sh: the $p $a run failed; its output:" >&2
             sed 's/^/  | /' "$log" | grep -v 'occl INFO' >&2

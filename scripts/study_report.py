@@ -15,6 +15,9 @@ import sys
 
 INFO = re.compile(r"occl INFO: rank 0: AllReduce of (\d+) x \S+ on .*: (\w+)\s*$")
 RING = re.compile(r"occl INFO: comm \S+ ring (from the topology.*)$")
+# The titles over occl_perf's column groups: the figures read are the first
+# group's (in place when the study runs occl_perf --place in).
+GROUPS = re.compile(r"^#\s+(out-of-place|in-place)\b")
 ALGO_ORDER = ["ring", "tree", "hierarchical", "direct", "auto"]
 PLACEMENT_ORDER = ["packed", "spread"]
 COLOURS = {"ring": "#1f77b4", "tree": "#d62728", "hierarchical": "#2ca02c",
@@ -27,10 +30,11 @@ class StudyError(Exception):
 
 
 def parse_log(path):
-    """Rows (size, count, vtime_us, algbw, busbw) of one occl_perf log, and
-    the algorithm rank 0 used for each count."""
+    """Rows (size, count, vtime_us, algbw, busbw) of one occl_perf log, the
+    algorithm rank 0 used for each count, OCCL's ring, and which group of
+    columns the figures come from ("in-place", "out-of-place" or "")."""
     rows, used, virtual = [], {}, False
-    ring = ""
+    ring, group = "", ""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = RING.search(line)
@@ -43,6 +47,9 @@ def parse_log(path):
                 continue
             if line.startswith("# virtual time"):
                 virtual = True
+            m = GROUPS.match(line)
+            if m and not group:
+                group = m.group(1)
             if line.startswith("#") or not line.strip() or "occl" in line:
                 continue
             fields = line.split()
@@ -57,7 +64,7 @@ def parse_log(path):
         raise StudyError("%s: not a virtual-time occl_perf log" % path)
     if not rows:
         raise StudyError("%s: no result rows" % path)
-    return rows, used, ring
+    return rows, used, ring, group
 
 
 def load(directory):
@@ -96,7 +103,7 @@ def write_csv(path, runs):
         w.writerow(["placement", "algorithm", "algorithm_used", "size_bytes",
                     "vtime_us", "algbw_GBps", "busbw_GBps"])
         for key in order(runs):
-            rows, used, _ = runs[key]
+            rows, used = runs[key][:2]
             for size, count, t, alg, bus in rows:
                 w.writerow([key[0], key[1], used.get(count, ""), size, t, alg, bus])
 
@@ -107,6 +114,8 @@ def write_markdown(path, runs, title):
     head = "| size | " + " | ".join("%s %s" % k for k in keys) + " | best |"
     rule = "|---:|" + "---:|" * len(keys) + "---|"
     lines = ["# " + title, ""]
+    groups = sorted({runs[k][3] or "unnamed" for k in keys})
+    lines += ["Figures of occl_perf's %s columns, virtual time." % " and ".join(groups), ""]
     for label, col in (("virtual time per call (us)", 2), ("busbw (GB/s)", 4)):
         lines += ["## " + label, "", head, rule]
         for s in sizes:

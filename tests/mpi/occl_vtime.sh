@@ -7,13 +7,8 @@
 # with its size, type, op, root, algorithm and rank count; a wall-clock
 # trace holds the same slices. occl-perf prints virtual times.
 set -eu
-dir=$(mktemp -d)
-hog=
-cleanup() {
-    [ -n "$hog" ] && kill "$hog" 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
+# $dir, removed at exit, and under_load: the shared harness.
+. "$(dirname "$0")/../runtime/vtime_harness.sh"
 check="$(dirname "$0")/../tools/check_trace.py"
 run() { # THREADS TRACE OUT
     timeout --kill-after=10 300 mpiexec -n 4 env OPENREG_TIME=virtual OPENREG_DEVICE_PROFILE=a100 \
@@ -23,12 +18,7 @@ run() { # THREADS TRACE OUT
 }
 failed=0
 run 1 "$dir/a.json" "$dir/a.out"
-sh -c 'while :; do :; done' &
-hog=$!
-run 4 "$dir/b.json" "$dir/b.out"
-kill "$hog"
-wait "$hog" 2>/dev/null || true
-hog=
+under_load run 4 "$dir/b.json" "$dir/b.out"
 cat "$dir/a.out"
 if ! cmp -s "$dir/a.out" "$dir/b.out"; then
     echo "FAIL: virtual times differ between runs:"

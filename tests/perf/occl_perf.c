@@ -7,7 +7,8 @@
  * Every process hosts -g devices (its devices 0..g-1), each one rank of a
  * single communicator, so the communicator has processes x g ranks. One
  * header block names the ranks, their devices and cores; then one row per
- * size, out-of-place then in-place, with nccl-tests' columns:
+ * size, out-of-place then in-place (--place: only one of them, and only the
+ * buffers it needs), with nccl-tests' columns:
  *   size    bytes of the larger buffer of one rank (send or receive);
  *   count   the count argument of the call (per-rank block for the
  *           gathering and scattering collectives);
@@ -23,7 +24,8 @@
  *           a reference computed on the host, summed over ranks.
  * With --mpi (one device per process) two more columns: busbw of MPICH's
  * matching call on host buffers of the same size, timed the same way in the
- * same run, and OCCL's out-of-place busbw divided by it.
+ * same run, and OCCL's busbw divided by it (out of place, or in place when
+ * only that is run).
  *
  * In place, calls feed on each other's results (an in-place sum adds up the
  * previous sum), so the check re-initializes the buffers and verifies one
@@ -38,17 +40,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>
 
 #include "occl.h"
 #include "openreg.h"
-
-#define KiB ((size_t)1024)
-#define MiB (KiB * KiB)
-#define GiB (KiB * MiB)
+#include "perf_util.h"
 
 /* ---- failures ----------------------------------------------------------- */
 
@@ -60,14 +58,19 @@ static bool virtual_time;
 
 /* A failure on one process must end the whole job: the others would wait
  * for it in the next collective forever. */
-static void die(const char *file, int line, const char *what, const char *detail)
+static void abort_job(void)
 {
-    fflush(stdout);
-    fprintf(stderr, "occl-perf: process %d: %s:%d: %s%s\n", my_proc, file, line, what, detail);
     fflush(stderr);
     if (have_mpi)
         MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+static void die(const char *file, int line, const char *what, const char *detail)
+{
+    fflush(stdout);
+    fprintf(stderr, "occl-perf: process %d: %s:%d: %s%s\n", my_proc, file, line, what, detail);
+    abort_job();
 }
 
 #define OR_CHECK(call)                                                                   \
@@ -89,21 +92,6 @@ static void die(const char *file, int line, const char *what, const char *detail
         if ((call) != MPI_SUCCESS)                                                       \
             die(__FILE__, __LINE__, #call, " failed");                                   \
     } while (0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        die(__FILE__, __LINE__, "out of host memory", "");
-    return p;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- collectives, types and ops ------------------------------------------ */
 
@@ -383,6 +371,13 @@ static double bus_factor(coll_t c, int n)
 
 /* ---- the benchmark ------------------------------------------------------------ */
 
+/* --place: out of place needs a send and a receive buffer per rank, in
+ * place the receive buffer alone, so a run of one of them fits sizes that
+ * both would not. */
+enum { PLACE_OUT = 1, PLACE_IN = 2, PLACE_BOTH = PLACE_OUT | PLACE_IN };
+static const char *const place_names[] = {[PLACE_OUT] = "out", [PLACE_IN] = "in",
+                                          [PLACE_BOTH] = "both"};
+
 typedef struct bench {
     coll_t coll;
     int g, nranks, root; /* devices per process, communicator size */
@@ -390,7 +385,7 @@ typedef struct bench {
     bool check;
     occlComm_t *comms;
     orStream_t *streams;
-    void **send, **recv; /* per local device, buf_bytes each */
+    void **send, **recv; /* per local device, buf_bytes each; no send buffers in place */
     size_t buf_bytes;
     unsigned char *host; /* staging for data in and out, buf_bytes */
     unsigned rep;        /* data generation of the last initialization */
@@ -554,11 +549,11 @@ static result bench_occl(bench *b, const struct type_info *t, occlRedOp_t op, co
     if (b->check)
         init_data(b, t, op, s, in_place);
     barrier();
-    double t0 = now_s();
+    double t0 = perf_now_s();
     static orEvent_t *ev0, *ev1;
     if (virtual_time && !ev0) { /* created once, kept for the run */
-        ev0 = xmalloc((size_t)b->g * sizeof *ev0);
-        ev1 = xmalloc((size_t)b->g * sizeof *ev1);
+        ev0 = perf_xmalloc((size_t)b->g * sizeof *ev0);
+        ev1 = perf_xmalloc((size_t)b->g * sizeof *ev1);
         for (int d = 0; d < b->g; d++) {
             OR_CHECK(orSetDevice(d));
             OR_CHECK(orEventCreateWithFlags(&ev0[d], orEventEnableTiming));
@@ -572,7 +567,7 @@ static result bench_occl(bench *b, const struct type_info *t, occlRedOp_t op, co
     for (int d = 0; virtual_time && d < b->g; d++)
         OR_CHECK(orEventRecord(ev1[d], b->streams[d]));
     sync_all(b);
-    double elapsed = now_s() - t0;
+    double elapsed = perf_now_s() - t0;
     if (virtual_time) { /* the slowest device's stream, in virtual ns */
         elapsed = 0;
         for (int d = 0; d < b->g; d++) {
@@ -614,7 +609,7 @@ static double bench_mpi(const bench *b, const struct type_info *t, occlRedOp_t o
     for (int k = -b->warmup; k < b->iters; k++) {
         if (k == 0) {
             MPI_CHECK(MPI_Barrier(w));
-            t0 = now_s();
+            t0 = perf_now_s();
         }
         switch (b->coll) {
         case C_ALLREDUCE: MPI_CHECK(MPI_Allreduce(hs, hr, c, ty, mop, w)); break;
@@ -632,7 +627,7 @@ static double bench_mpi(const bench *b, const struct type_info *t, occlRedOp_t o
         default: break;
         }
     }
-    return max_over_procs((now_s() - t0) / b->iters);
+    return max_over_procs((perf_now_s() - t0) / b->iters);
 }
 
 /* ---- output ----------------------------------------------------------------- */
@@ -654,18 +649,36 @@ static void print_result(const result *r)
     printf("  %7s  %6.2f  %6.2f  %s", tm, r->algbw, r->busbw, wrong);
 }
 
-static void print_table_header(bool with_mpi)
+/* The columns of the placements run (PLACE_* bits), in the order run. */
+static void print_table_header(bool with_mpi, unsigned place)
 {
-    printf("#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                    in-place"
-           "          %s\n",
-           "", "", "", "", "", with_mpi ? "    MPICH" : "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size",
-           "count", "type", "redop", "root", virtual_time ? "vtime" : "time", "algbw", "busbw",
-           "#wrong", virtual_time ? "vtime" : "time", "algbw",
-           "busbw", "#wrong", with_mpi ? "   busbw  occl/mpi" : "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "(B)",
-           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-           "", with_mpi ? "  (GB/s)         x" : "");
+    /* Titles over the groups of four columns (33 characters each). */
+    enum { GROUP = 33 };
+    char titles[3 * GROUP + 1];
+    int groups = 0;
+    memset(titles, ' ', sizeof titles);
+    if (place & PLACE_OUT)
+        memcpy(titles + GROUP * groups++ + 11, "out-of-place", 12);
+    if (place & PLACE_IN)
+        memcpy(titles + GROUP * groups++ + 10, "in-place", 8);
+    int end = GROUP * groups - 5;
+    if (with_mpi) {
+        memcpy(titles + end + 4, "MPICH", 5);
+        end += 9;
+    }
+    titles[end] = '\0';
+    printf("#\n# %10s  %12s  %8s  %6s  %6s%s\n", "", "", "", "", "", titles);
+    printf("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+    for (unsigned p = PLACE_OUT; p <= PLACE_IN; p <<= 1)
+        if (place & p)
+            printf("  %7s  %6s  %6s  %6s", virtual_time ? "vtime" : "time", "algbw", "busbw",
+                   "#wrong");
+    printf("%s\n", with_mpi ? "   busbw  occl/mpi" : "");
+    printf("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+    for (unsigned p = PLACE_OUT; p <= PLACE_IN; p <<= 1)
+        if (place & p)
+            printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("%s\n", with_mpi ? "  (GB/s)         x" : "");
 }
 
 /* One line per rank: process, device, device name and cores. */
@@ -713,6 +726,7 @@ typedef struct options {
     int iters, warmup, check, root, ngpus;
     int type, op; /* index, or -1 for all */
     bool mpi;
+    unsigned place; /* PLACE_OUT | PLACE_IN: what is run and allocated */
 } options;
 
 static void usage(FILE *f)
@@ -720,11 +734,12 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: occl_perf --coll NAME [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes]\n"
             "                 [-n iters] [-w warmup_iters] [-c 0|1] [-o op] [-d datatype]\n"
-            "                 [-r root] [-g devices] [--mpi] [-h]\n"
+            "                 [-r root] [-g devices] [--place out|in|both] [--mpi] [-h]\n"
             "Runs under mpiexec or orrun; every process hosts -g devices, each a rank.\n"
             "  --coll NAME            allreduce, broadcast, reduce, allgather, reducescatter,\n"
             "                         alltoall, gather, scatter or sendrecv\n"
-            "  -b,--minbytes SIZE     smallest size, K/M/G suffixes allowed (default 32M)\n"
+            "  -b,--minbytes SIZE     smallest size: bytes, or K, M, G suffixes (binary; 64K,\n"
+            "                         64KB and 64KiB are the same) (default 32M)\n"
             "  -e,--maxbytes SIZE     largest size (default 32M)\n"
             "  -f,--stepfactor N      multiply the size by N from one row to the next\n"
             "  -i,--stepbytes SIZE    or add SIZE (default 1M, used when -f is not above 1)\n"
@@ -736,32 +751,10 @@ static void usage(FILE *f)
             "                         double, bfloat16 or all (default float)\n"
             "  -r,--root N            root of broadcast, reduce, gather, scatter (default 0)\n"
             "  -g,--ngpus N           devices per process, at most OPENREG_DEVICES (default 1)\n"
+            "  --place out|in|both    run out of place, in place or both (default both); in\n"
+            "                         place allocates only the receive buffer\n"
             "  --mpi                  also time MPICH's matching call on host buffers (-g 1)\n"
             "  -h,--help              this help\n");
-}
-
-/* nccl-tests' sizes: a number with an optional K, M or G (binary units). */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: return -1;
-    }
-    if (*end == 'B')
-        end++;
-    if (*end != '\0' || v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -786,7 +779,7 @@ static int lookup(const char *s, const char *const *names, int n)
 /* 0: run; 1: help asked; 2: bad command line (why in err). */
 static int parse_args(int argc, char **argv, options *o, char *err, size_t errlen)
 {
-    enum { OPT_COLL = 256, OPT_MPI };
+    enum { OPT_COLL = 256, OPT_MPI, OPT_PLACE };
     static const struct option longopts[] = {
         {"coll", required_argument, 0, OPT_COLL},   {"mpi", no_argument, 0, OPT_MPI},
         {"minbytes", required_argument, 0, 'b'},    {"maxbytes", required_argument, 0, 'e'},
@@ -795,10 +788,12 @@ static int parse_args(int argc, char **argv, options *o, char *err, size_t errle
         {"check", required_argument, 0, 'c'},       {"op", required_argument, 0, 'o'},
         {"datatype", required_argument, 0, 'd'},    {"root", required_argument, 0, 'r'},
         {"ngpus", required_argument, 0, 'g'},       {"help", no_argument, 0, 'h'},
+        {"place", required_argument, 0, OPT_PLACE},
         {0, 0, 0, 0}};
     *o = (options){.coll = -1, .minbytes = 32 * MiB, .maxbytes = 32 * MiB, .stepbytes = MiB,
                    .stepfactor = 1, .iters = 20, .warmup = 5, .check = 1, .root = 0,
-                   .ngpus = 1, .type = 7 /* float */, .op = 0 /* sum */, .mpi = false};
+                   .ngpus = 1, .type = 7 /* float */, .op = 0 /* sum */, .mpi = false,
+                   .place = PLACE_BOTH};
     opterr = 0; /* messages come from rank 0 only, below */
     int c;
     long v;
@@ -816,10 +811,20 @@ static int parse_args(int argc, char **argv, options *o, char *err, size_t errle
             break;
         }
         case OPT_MPI: o->mpi = true; break;
+        case OPT_PLACE:
+            o->place = 0;
+            for (unsigned k = PLACE_OUT; k <= PLACE_BOTH; k++)
+                if (strcmp(optarg, place_names[k]) == 0)
+                    o->place = k;
+            if (o->place == 0) {
+                snprintf(err, errlen, "--place '%s': expected out, in or both", optarg);
+                return 2;
+            }
+            break;
         case 'b':
         case 'e':
         case 'i':
-            if (parse_size(optarg, c == 'b' ? &o->minbytes : c == 'e' ? &o->maxbytes
+            if (perf_parse_size(optarg, c == 'b' ? &o->minbytes : c == 'e' ? &o->maxbytes
                                                                     : &o->stepbytes) != 0) {
                 snprintf(err, errlen, "-%c '%s' is not a size (e.g. 8, 64K, 128M)", c, optarg);
                 return 2;
@@ -932,6 +937,10 @@ int main(int argc, char **argv)
     const char *clock = getenv("OPENREG_TIME");
     virtual_time = clock && strcmp(clock, "virtual") == 0;
     int nprocs = ci.nranks;
+    static char prog[64];
+    snprintf(prog, sizeof prog, "occl-perf: process %d", my_proc);
+    perf_prog = prog;
+    perf_fatal = abort_job; /* perf_xmalloc's failures end the job */
     if (status == 0) {
         if (o.ngpus > ci.deviceCount)
             snprintf(err, sizeof err, "-g %d: this process has %d device%s (OPENREG_DEVICES)",
@@ -965,18 +974,21 @@ int main(int argc, char **argv)
     b.buf_bytes = o.maxbytes > 64 ? o.maxbytes : 64;
     b.comms = calloc((size_t)b.g, sizeof *b.comms);
     b.streams = calloc((size_t)b.g, sizeof *b.streams);
-    b.send = calloc((size_t)b.g, sizeof *b.send);
+    b.send = calloc((size_t)b.g, sizeof *b.send); /* NULL where not allocated */
     b.recv = calloc((size_t)b.g, sizeof *b.recv);
     if (!b.comms || !b.streams || !b.send || !b.recv)
         die(__FILE__, __LINE__, "out of host memory", "");
-    b.host = xmalloc(b.buf_bytes);
+    b.host = perf_xmalloc(b.buf_bytes);
     for (int d = 0; d < b.g; d++) {
         OR_CHECK(orSetDevice(d));
         OR_CHECK(orStreamCreate(&b.streams[d]));
-        OR_CHECK(orMalloc(&b.send[d], b.buf_bytes));
+        /* In place, the send data is in the receive buffer. */
+        if (o.place & PLACE_OUT) {
+            OR_CHECK(orMalloc(&b.send[d], b.buf_bytes));
+            /* Touched now, so no size pays the page faults of the first use. */
+            OR_CHECK(orMemset(b.send[d], 0, b.buf_bytes));
+        }
         OR_CHECK(orMalloc(&b.recv[d], b.buf_bytes));
-        /* Touched now, so no size pays the page faults of the first use. */
-        OR_CHECK(orMemset(b.send[d], 0, b.buf_bytes));
         OR_CHECK(orMemset(b.recv[d], 0, b.buf_bytes));
     }
 
@@ -994,8 +1006,8 @@ int main(int argc, char **argv)
 
     void *hs = NULL, *hr = NULL;
     if (o.mpi) {
-        hs = xmalloc(b.buf_bytes);
-        hr = xmalloc(b.buf_bytes);
+        hs = perf_xmalloc(b.buf_bytes);
+        hr = perf_xmalloc(b.buf_bytes);
         memset(hs, 0, b.buf_bytes);
         memset(hr, 0, b.buf_bytes);
     }
@@ -1011,10 +1023,14 @@ int main(int argc, char **argv)
                nprocs, b.g, o.minbytes, o.maxbytes,
                o.stepfactor > 1 ? (size_t)o.stepfactor : o.stepbytes,
                o.stepfactor > 1 ? "factor" : "bytes", b.warmup, b.iters, o.check, o.mpi);
+        if (o.place != PLACE_BOTH)
+            printf("# %s place only: %d device buffer%s of %zu bytes per rank\n",
+                   o.place == PLACE_IN ? "in" : "out of", o.place == PLACE_IN ? 1 : 2,
+                   o.place == PLACE_IN ? "" : "s", b.buf_bytes);
         if (o.mpi) {
             printf("# MPI: %s on malloc'd host buffers, MPI_COMM_WORLD, timed as OCCL; "
-                   "x = OCCL out-of-place busbw / MPI busbw\n",
-                   colls[b.coll].mpi_name);
+                   "x = OCCL %s busbw / MPI busbw\n",
+                   colls[b.coll].mpi_name, o.place & PLACE_OUT ? "out-of-place" : "in-place");
             if (colls[b.coll].reduces && (o.op < 0 || ops[o.op].op == occlAvg))
                 printf("# MPI: avg is timed as MPI_SUM (MPI has no average)\n");
             if (o.type < 0 || types[o.type].kind == K_HALF || types[o.type].kind == K_BF16)
@@ -1029,7 +1045,7 @@ int main(int argc, char **argv)
     }
     print_devices(&b);
     if (my_proc == 0)
-        print_table_header(o.mpi);
+        print_table_header(o.mpi, o.place);
 
     double bw_sum = 0, mpi_bw_sum = 0;
     int bw_rows = 0, mpi_rows = 0;
@@ -1047,6 +1063,8 @@ int main(int argc, char **argv)
                 size_t bytes = (s.send > s.recv ? s.send : s.recv) * t->size;
                 result r[2];
                 for (int ip = 0; ip < 2; ip++) {
+                    if (!(o.place & (ip ? PLACE_IN : PLACE_OUT)))
+                        continue;
                     r[ip] = bench_occl(&b, t, op, &s, bytes, ip);
                     bw_sum += r[ip].busbw;
                     bw_rows++;
@@ -1067,12 +1085,14 @@ int main(int argc, char **argv)
                 if (my_proc == 0) {
                     printf("%12zu  %12zu  %8s  %6s  %6d", bytes, s.param, t->name,
                            colls[b.coll].reduces ? ops[oi].name : "none", b.root);
-                    print_result(&r[0]);
-                    print_result(&r[1]);
+                    for (int ip = 0; ip < 2; ip++)
+                        if (o.place & (ip ? PLACE_IN : PLACE_OUT))
+                            print_result(&r[ip]);
+                    const result *vs = &r[o.place & PLACE_OUT ? 0 : 1]; /* what x compares */
                     if (o.mpi && !mpi_ok)
                         printf("  %6s  %8s", "N/A", "N/A");
                     else if (o.mpi && mpi_bw > 0)
-                        printf("  %6.2f  %8.2f", mpi_bw, r[0].busbw / mpi_bw);
+                        printf("  %6.2f  %8.2f", mpi_bw, vs->busbw / mpi_bw);
                     else if (o.mpi)
                         printf("  %6.2f  %8s", mpi_bw, "N/A"); /* nothing moved */
                     printf("\n");
@@ -1098,7 +1118,8 @@ int main(int argc, char **argv)
     for (int d = 0; d < b.g; d++) {
         OCCL_CHECK(occlCommDestroy(b.comms[d]));
         OR_CHECK(orSetDevice(d));
-        OR_CHECK(orFree(b.send[d]));
+        if (b.send[d])
+            OR_CHECK(orFree(b.send[d]));
         OR_CHECK(orFree(b.recv[d]));
         OR_CHECK(orStreamDestroy(b.streams[d]));
     }

@@ -371,7 +371,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'l':
-            if (perf_parse_size(optarg, &lat_size) != 0 || lat_size > 1024 * MiB) {
+            if (perf_parse_size(optarg, &lat_size) != 0 || lat_size < 1 || lat_size > 1024 * MiB) {
                 fprintf(stderr, "peer_perf: -l needs a size from 1 to 1G (e.g. 8 or 4K)\n");
                 return 2;
             }

@@ -1,6 +1,7 @@
 /* tests/perf/perf_util.c - helpers shared by the benchmark programs. */
 #include "perf_util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@ double perf_now_s(void)
 
 void *perf_xmalloc(size_t n)
 {
-    void *p = malloc(n);
+    void *p = malloc(n ? n : 1); /* malloc(0) may return NULL: not a failure */
     if (!p) {
         fflush(stdout);
         fprintf(stderr, "%s: out of host memory (%zu bytes)\n", perf_prog, n);
@@ -92,24 +93,30 @@ void perf_format_size(char *buf, size_t len, size_t bytes)
 
 int perf_parse_size(const char *s, size_t *out)
 {
+    /* strtoull alone would take spaces, signs and wrap "-5" around. */
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
+    if (errno)
         return -1;
     unsigned shift = 0;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: return -1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: break;
     }
-    if (*end == 'i' && end[1] == 'B')
-        end += 2;
-    else if (*end == 'B')
+    if (shift) {
         end++;
-    if (*end != '\0' || v == 0 || v > (SIZE_MAX >> shift))
+        if ((*end == 'i' || *end == 'I') && (end[1] == 'B' || end[1] == 'b'))
+            end++;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0' || v > (SIZE_MAX >> shift))
         return -1;
     *out = (size_t)v << shift;
     return 0;

@@ -10,6 +10,7 @@
 
 #define KiB ((size_t)1024)
 #define MiB (KiB * KiB)
+#define GiB (KiB * MiB)
 
 /* CLOCK_MONOTONIC, in seconds. */
 double perf_now_s(void);
@@ -23,7 +24,7 @@ extern void *(*volatile perf_memcpy)(void *, const void *, size_t);
  * so that no rank waits for a rank that has gone). */
 extern const char *perf_prog;
 extern void (*perf_fatal)(void);
-/* malloc, or report and stop. */
+/* malloc (of at least one byte), or report and stop. */
 void *perf_xmalloc(size_t n);
 
 /* Median and 99th percentile (nearest rank) of n > 0 samples; sorts them. */
@@ -52,8 +53,11 @@ double perf_best_time(perf_body body, void *ctx, long count, int reps);
 
 /* "4 KiB", "64 MiB", "100 B". */
 void perf_format_size(char *buf, size_t len, size_t bytes);
-/* "64M", "4k", "1G", "16MiB", "65536": binary units, like
- * OPENREG_DEVICE_MEM. Returns 0, or -1 for anything else (zero included). */
+/* A size in bytes, spelt like OPENREG_DEVICE_MEM: decimal digits,
+ * then optionally a binary unit K, M, G or T (any case; 1K = 1024) and then
+ * optionally B or iB ("65536", "8B", "64K", "64KB", "64KiB", "4g", "16MiB").
+ * Zero is a size: callers bound it. Returns 0, or -1 for anything else
+ * (signs, spaces, fractions, other suffixes, sizes above SIZE_MAX). */
 int perf_parse_size(const char *s, size_t *out);
 
 #endif

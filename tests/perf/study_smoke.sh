@@ -2,8 +2,9 @@
 # study_smoke.sh - the study's command path (scripts/study.sh, as 'make study'
 # runs it) on small sizes: every placement x algorithm run writes a row per
 # size to study.csv with consistent figures, the forced algorithms are the
-# ones used, study.md and study.svg are written and parse; bad arguments, a
-# failing run and unusable logs give a clear error and status.
+# ones used, the runs are in place only, study.md and study.svg are written
+# and parse; bad arguments, a failing run and unusable logs give a clear
+# error and status.
 # Run from the build directory ('make check').
 srcdir=${srcdir:-.}
 study=$srcdir/scripts/study.sh
@@ -61,6 +62,11 @@ for k in want:
     assert ts == sorted(ts), (k, ts)
 md = open(d + "/study.md").read()
 assert "| 16 KiB |" in md and "packed ring" in md and "network crossings" in md, md
+# in place only: one buffer per rank, and the report says whose figures
+for k in want:
+    log = open("%s/raw/%s-%s.txt" % (d, k[0], k[1])).read()
+    assert "# in place only: 1 device buffer" in log and "out-of-place" not in log, k
+assert "Figures of occl_perf's in-place columns" in md, md
 svg = ET.parse(d + "/study.svg").getroot()
 lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
 assert len(lines) == 8, len(lines)

@@ -4,25 +4,15 @@
 # the cores, prints the same virtual times and writes the same trace, byte
 # for byte. A wall-clock run computes the same results.
 set -eu
-dir=$(mktemp -d)
-hog=
-cleanup() {
-    [ -n "$hog" ] && kill "$hog" 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
+# $dir, removed at exit, and under_load: the shared harness.
+. "$(dirname "$0")/vtime_harness.sh"
 prog=./tests/runtime/vtime_workload
 export OPENREG_DEVICE_PROFILE=a100 OPENREG_DEVICE_MEM=64M
 failed=0
 
 OPENREG_TIME=virtual OPENREG_DEVICE_THREADS=1 OPENREG_TRACE=$dir/a.json "$prog" 6 > "$dir/a.out"
-# A busy loop on the shared cores, stopped by its own pid when the run ends.
-sh -c 'while :; do :; done' &
-hog=$!
-OPENREG_TIME=virtual OPENREG_DEVICE_THREADS=4 OPENREG_TRACE=$dir/b.json "$prog" 6 > "$dir/b.out"
-kill "$hog"
-wait "$hog" 2>/dev/null || true
-hog=
+under_load env OPENREG_TIME=virtual OPENREG_DEVICE_THREADS=4 OPENREG_TRACE="$dir/b.json" \
+    "$prog" 6 > "$dir/b.out"
 OPENREG_TIME=wall OPENREG_DEVICE_THREADS=2 "$prog" 6 > "$dir/c.out"
 
 # The cpu profile is rated the same whatever share of the host a device

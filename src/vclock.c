@@ -39,14 +39,26 @@ typedef struct or_vtimeline timeline;
 /* The runtime's own timelines: every copy this process issues. */
 static or_vlinks proc_links;
 
+/* Keys keep their variety in high bits (a topology hop's is hop << 28):
+ * mixed (splitmix64's finalizer) before they pick a slot. */
+static size_t link_slot(uint64_t key, size_t cap)
+{
+    key ^= key >> 30;
+    key *= 0xbf58476d1ce4e5b9ull;
+    key ^= key >> 27;
+    key *= 0x94d049bb133111ebull;
+    key ^= key >> 31;
+    return (size_t)(key & (cap - 1)); /* cap is a power of two */
+}
+
 /* The link's timeline, created empty if needed; NULL when out of memory.
  * Pointers it returns stay valid until the next call that creates one. */
 static timeline *link_get(or_vlinks *l, uint64_t key)
 {
     if (l->cap) {
-        size_t j = key % l->cap;
+        size_t j = link_slot(key, l->cap);
         while (l->slots[j].key && l->slots[j].key != key)
-            j = (j + 1) % l->cap;
+            j = (j + 1) & (l->cap - 1);
         if (l->slots[j].key)
             return &l->slots[j];
     }
@@ -58,18 +70,18 @@ static timeline *link_get(or_vlinks *l, uint64_t key)
         for (size_t i = 0; i < l->cap; i++) {
             if (!l->slots[i].key)
                 continue;
-            size_t j = l->slots[i].key % cap;
+            size_t j = link_slot(l->slots[i].key, cap);
             while (grown[j].key)
-                j = (j + 1) % cap;
+                j = (j + 1) & (cap - 1);
             grown[j] = l->slots[i];
         }
         free(l->slots);
         l->slots = grown;
         l->cap = cap;
     }
-    size_t j = key % l->cap;
+    size_t j = link_slot(key, l->cap);
     while (l->slots[j].key)
-        j = (j + 1) % l->cap;
+        j = (j + 1) & (l->cap - 1);
     l->slots[j].key = key;
     l->n++;
     return &l->slots[j];

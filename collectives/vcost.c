@@ -10,13 +10,16 @@
  * run at) with a direct exchange of 16 bytes over the transport; then every
  * rank replays the algorithm's schedule - the same steps and transfers, for
  * every rank, as algorithms.c moves them - over the paths between the ranks'
- * devices (or_vclock_path_cost): a transfer starts when both its sender and
- * its receiver have reached the step that holds it, and a step ends with its
- * last transfer. Every rank computes the same replay from the same inputs,
- * so the times are deterministic, and its own end is the stream's new clock.
- * A reducing receive costs latency + max(link time, the reduction's memory
- * time: 3 bytes moved per byte received), as NCCL fuses the reduction into
- * the transfer. docs/virtual-time.md#collectives.
+ * devices (or_vclock_path): a transfer starts when both its sender and its
+ * receiver have reached the step that holds it, takes the earliest slot
+ * free on every link of its path on the replay's own link timelines (so
+ * concurrent transfers that share a link share its bandwidth: vreplay.c),
+ * and a step ends with its last transfer. Every rank computes the same
+ * replay from the same inputs, so the times are deterministic, and its own
+ * end is the stream's new clock. A reducing receive ends no earlier than
+ * latency + the reduction's memory time (3 bytes moved per byte received)
+ * after it is ready, as NCCL fuses the reduction into the transfer.
+ * docs/virtual-time.md#collectives.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -187,13 +187,19 @@ bool or_vlinks_reserve(or_vlinks *l, const or_vpath *p, uint64_t t, uint64_t d, 
         if (!tl || !link_room(tl))
             return false;
     }
-    /* No timeline is created from here on: the pointers stay valid. */
+    /* No timeline is created from here on: pointers stay valid. Paths are
+     * short; a longer one looks its links up each time. */
+    timeline *seen[32];
+    int cached = n <= 32 ? n : 0;
+    for (int i = 0; i < cached; i++)
+        seen[i] = link_get(l, or_vpath_link(p, i));
     uint64_t s = t;
     for (bool moved = true; moved;) { /* s only grows, to the end of some interval */
         moved = false;
         for (int i = 0; i < n; i++) {
             size_t at;
-            uint64_t free_at = link_free_from(link_get(l, or_vpath_link(p, i)), s, d, &at);
+            timeline *tl = i < cached ? seen[i] : link_get(l, or_vpath_link(p, i));
+            uint64_t free_at = link_free_from(tl, s, d, &at);
             if (free_at != s) {
                 s = free_at;
                 moved = true;
@@ -201,7 +207,7 @@ bool or_vlinks_reserve(or_vlinks *l, const or_vpath *p, uint64_t t, uint64_t d, 
         }
     }
     for (int i = 0; i < n; i++)
-        link_occupy(link_get(l, or_vpath_link(p, i)), s, d);
+        link_occupy(i < cached ? seen[i] : link_get(l, or_vpath_link(p, i)), s, d);
     *slot = s;
     return true;
 }

@@ -181,17 +181,21 @@ bool or_vlinks_reserve(or_vlinks *l, const or_vpath *p, uint64_t t, uint64_t d, 
         *slot = t;
         return true;
     }
-    int n = or_vpath_nlinks(p);
+    /* Paths are short: their timelines are looked up once (a longer one
+     * looks them up at each use). */
+    timeline *seen[32];
+    int n = or_vpath_nlinks(p), cached = n <= 32 ? n : 0;
+    size_t links_before = l->n;
     for (int i = 0; i < n; i++) {
         timeline *tl = link_get(l, or_vpath_link(p, i));
         if (!tl || !link_room(tl))
             return false;
+        if (i < cached)
+            seen[i] = tl;
     }
-    /* No timeline is created from here on: pointers stay valid. Paths are
-     * short; a longer one looks its links up each time. */
-    timeline *seen[32];
-    int cached = n <= 32 ? n : 0;
-    for (int i = 0; i < cached; i++)
+    /* A timeline created above may have moved the others; none is created
+     * from here on, so pointers stay valid. */
+    for (int i = 0; i < cached && l->n != links_before; i++)
         seen[i] = link_get(l, or_vpath_link(p, i));
     uint64_t s = t;
     for (bool moved = true; moved;) { /* s only grows, to the end of some interval */

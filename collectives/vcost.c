@@ -46,7 +46,6 @@ typedef struct vend {
     bool send, reduce;
     uint64_t bytes;
     uint64_t k;       /* k-th transfer of this direction of the pair */
-    struct vend *mate; /* the other end */
 } vend;
 
 typedef struct vrank {
@@ -105,7 +104,7 @@ static void add_end(vsim *v, int rank, int peer, bool send, bool reduce, uint64_
         r->e = e;
         r->cape = cap;
     }
-    r->e[r->ne++] = (vend){rank, peer, r->nsteps - 1, send, reduce, bytes, 0, NULL};
+    r->e[r->ne++] = (vend){rank, peer, r->nsteps - 1, send, reduce, bytes, 0};
     r->first[r->nsteps] = r->ne;
 }
 
@@ -375,8 +374,6 @@ static bool replay(vsim *v, const uint64_t *entry)
             ok = false;
             break;
         }
-        s->mate = d;
-        d->mate = s;
         /* A reducing receive reads two buffers and writes one at the
          * receiver's memory, overlapped with the transfer. */
         x[nx++] = (occl_vxfer){.src = s->rank, .dst = d->rank, .k = s->k,

@@ -10,14 +10,17 @@
  * run at) with a direct exchange of 16 bytes over the transport; then every
  * rank replays the algorithm's schedule - the same steps and transfers, for
  * every rank, as algorithms.c moves them - over the paths between the ranks'
- * devices (or_vclock_path_cost): a transfer starts when both its sender and
- * its receiver have reached the step that holds it, and a step ends with its
- * last transfer. Every rank computes the same replay from the same inputs,
- * so the times are deterministic, and its own end is the stream's new clock.
- * A reducing receive costs latency + max(link time, the reduction's memory
- * time: 3 bytes moved per byte received), as NCCL fuses the reduction into
- * the transfer. The planner (tuning.c) runs the same replay, every rank
- * entering at 0, to compare the candidate algorithms (occl_vcost_estimate).
+ * devices (or_vclock_path): a transfer starts when both its sender and its
+ * receiver have reached the step that holds it, takes the earliest slot
+ * free on every link of its path on the replay's own link timelines (so
+ * concurrent transfers that share a link share its bandwidth: vreplay.c),
+ * and a step ends with its last transfer. Every rank computes the same
+ * replay from the same inputs, so the times are deterministic, and its own
+ * end is the stream's new clock. A reducing receive ends no earlier than
+ * latency + the reduction's memory time (3 bytes moved per byte received)
+ * after it is ready, as NCCL fuses the reduction into the transfer. The
+ * planner (tuning.c) runs the same replay, every rank entering at 0, to
+ * compare the candidate algorithms (occl_vcost_estimate).
  * docs/virtual-time.md#collectives.
  */
 #include <stdio.h>
@@ -25,6 +28,8 @@
 #include <string.h>
 
 #include "occl_internal.h"
+#include "vclock.h"
+#include "vreplay.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
@@ -43,8 +48,6 @@ typedef struct vend {
     bool send, reduce;
     uint64_t bytes;
     uint64_t k;       /* k-th transfer of this direction of the pair */
-    struct vend *mate; /* the other end */
-    uint64_t cost;
 } vend;
 
 typedef struct vrank {
@@ -53,8 +56,7 @@ typedef struct vrank {
     int nsteps, cap;
     vend *e;
     int ne, cape;
-    uint64_t *start;    /* start[s]: when step s can begin (start[0]: entry) */
-    int cur;
+    uint64_t *start;    /* start[s]: when step s began; start[nsteps]: the rank's end */
 } vrank;
 
 typedef struct vsim {
@@ -104,7 +106,7 @@ static void add_end(vsim *v, int rank, int peer, bool send, bool reduce, uint64_
         r->e = e;
         r->cape = cap;
     }
-    r->e[r->ne++] = (vend){rank, peer, r->nsteps - 1, send, reduce, bytes, 0, NULL, 0};
+    r->e[r->ne++] = (vend){rank, peer, r->nsteps - 1, send, reduce, bytes, 0};
     r->first[r->nsteps] = r->ne;
 }
 
@@ -334,9 +336,11 @@ static int cmp_end(const void *a, const void *b)
     return (int)y->send - (int)x->send;
 }
 
-/* Pair the k-th send of each direction with its k-th receive, cost each
- * transfer, and replay the steps from the entry clocks. false if the
- * schedule does not match up (a bug) or memory ran out. */
+/* Pair the k-th send of each direction with its k-th receive, and replay
+ * the steps from the entry clocks over the paths between the ranks'
+ * devices, the transfers contending for the links they share
+ * (vreplay.h). false if the schedule does not match up (a bug) or memory
+ * ran out. */
 static bool replay(vsim *v, const uint64_t *entry)
 {
     int n = v->n;
@@ -345,7 +349,10 @@ static bool replay(vsim *v, const uint64_t *entry)
         total += (size_t)v->r[r].ne;
     vend **all = malloc((total ? total : 1) * sizeof *all);
     uint64_t *cnt = calloc((size_t)n * 2, sizeof *cnt);
-    bool ok = all && cnt;
+    int *step0 = malloc((size_t)(n + 1) * sizeof *step0);
+    occl_vxfer *x = malloc((total / 2 + 1) * sizeof *x);
+    bool ok = all && cnt && step0 && x;
+    v->oom = !ok;
     size_t m = 0;
     for (int r = 0; r < n && ok; r++) {
         memset(cnt, 0, (size_t)n * 2 * sizeof *cnt);
@@ -355,8 +362,13 @@ static bool replay(vsim *v, const uint64_t *entry)
             all[m++] = e;
         }
     }
-    if (ok)
+    if (ok) {
         qsort(all, total, sizeof *all, cmp_end);
+        step0[0] = 0;
+        for (int r = 0; r < n; r++)
+            step0[r + 1] = step0[r] + v->r[r].nsteps;
+    }
+    size_t nx = 0;
     for (size_t i = 0; ok && i < total; i += 2) {
         vend *s = all[i], *d = i + 1 < total ? all[i + 1] : NULL;
         if (!d || !s->send || d->send || s->rank != d->peer || d->rank != s->peer || s->k != d->k ||
@@ -364,52 +376,50 @@ static bool replay(vsim *v, const uint64_t *entry)
             ok = false;
             break;
         }
-        s->mate = d;
-        d->mate = s;
-        int src = v->gdev[s->rank], dst = v->gdev[d->rank];
-        uint64_t cost = or_vclock_path_cost(src, dst, s->bytes);
-        if (d->reduce) /* fused: the link and the reduction overlap */
-            cost = max_u64(cost, or_vclock_path_cost(src, dst, 0) +
-                                     ceil_div_ns(3 * s->bytes, v->bps[d->rank]));
-        s->cost = d->cost = cost;
+        /* A reducing receive reads two buffers and writes one at the
+         * receiver's memory, overlapped with the transfer. */
+        x[nx++] = (occl_vxfer){.src = s->rank, .dst = d->rank, .k = s->k,
+                               .src_step = step0[s->rank] + s->step,
+                               .dst_step = step0[d->rank] + d->step, .bytes = s->bytes,
+                               .path = or_vclock_path(v->gdev[s->rank], v->gdev[d->rank]),
+                               .reduce_ns = d->reduce ? ceil_div_ns(3 * s->bytes, v->bps[d->rank]) : 0};
     }
     free(all);
     free(cnt);
+    uint64_t *compute = NULL, *start = NULL, *end = NULL;
+    if (ok) {
+        size_t steps = (size_t)step0[n] + 1;
+        compute = malloc(steps * sizeof *compute);
+        start = malloc(steps * sizeof *start);
+        end = malloc((size_t)n * sizeof *end);
+        ok = compute && start && end;
+        v->oom = !ok;
+    }
     for (int r = 0; r < n && ok; r++) {
         vrank *vr = &v->r[r];
+        if (vr->nsteps)
+            memcpy(&compute[step0[r]], vr->compute, (size_t)vr->nsteps * sizeof *compute);
         vr->start = malloc((size_t)(vr->nsteps + 1) * sizeof *vr->start);
         ok = vr->start != NULL;
-        if (ok)
-            vr->start[0] = entry[r];
-        vr->cur = 0;
+        v->oom = !ok;
     }
-    for (bool moved = true; ok && moved;) {
-        moved = false;
-        for (int r = 0; r < n; r++) {
-            vrank *vr = &v->r[r];
-            while (vr->cur < vr->nsteps) {
-                int s = vr->cur;
-                bool ready = true;
-                for (int i = vr->first[s]; i < vr->first[s + 1] && ready; i++) {
-                    const vend *mate = vr->e[i].mate;
-                    ready = v->r[mate->rank].cur >= mate->step;
-                }
-                if (!ready)
-                    break;
-                uint64_t t0 = vr->start[s], end = t0;
-                for (int i = vr->first[s]; i < vr->first[s + 1]; i++) {
-                    const vend *e = &vr->e[i];
-                    uint64_t go = max_u64(t0, v->r[e->mate->rank].start[e->mate->step]);
-                    end = max_u64(end, go + e->cost);
-                }
-                vr->start[s + 1] = end + vr->compute[s];
-                vr->cur++;
-                moved = true;
-            }
-        }
+    if (ok) {
+        occl_vreplay run = {n, step0, compute, entry, x, nx, start, end};
+        int res = occl_vreplay_run(&run);
+        v->oom = res == OCCL_VREPLAY_NOMEM;
+        ok = res == OCCL_VREPLAY_OK;
     }
-    for (int r = 0; r < n && ok; r++)
-        ok = v->r[r].cur == v->r[r].nsteps;
+    for (int r = 0; r < n && ok; r++) {
+        vrank *vr = &v->r[r];
+        if (vr->nsteps)
+            memcpy(vr->start, &start[step0[r]], (size_t)vr->nsteps * sizeof *vr->start);
+        vr->start[vr->nsteps] = end[r];
+    }
+    free(step0);
+    free(x);
+    free(compute);
+    free(start);
+    free(end);
     return ok;
 }
 

@@ -29,65 +29,80 @@ typedef struct {
     uint64_t a, b; /* busy over [a, b) */
 } interval;
 
-typedef struct {
+struct or_vtimeline {
     uint64_t key; /* 0 = empty slot */
-    interval *v;
+    interval *v;  /* sorted and disjoint */
     size_t n, cap;
-} timeline;
+};
+typedef struct or_vtimeline timeline;
 
-static timeline *links;
-static size_t nlinks, cap_links;
+/* The runtime's own timelines: every copy this process issues. */
+static or_vlinks proc_links;
 
-static timeline *link_get(uint64_t key)
+/* Keys keep their variety in high bits (a topology hop's is hop << 28):
+ * mixed (splitmix64's finalizer) before they pick a slot. */
+static size_t link_slot(uint64_t key, size_t cap)
 {
-    if (2 * (nlinks + 1) > cap_links) {
-        size_t cap = cap_links ? 2 * cap_links : 64;
+    key ^= key >> 30;
+    key *= 0xbf58476d1ce4e5b9ull;
+    key ^= key >> 27;
+    key *= 0x94d049bb133111ebull;
+    key ^= key >> 31;
+    return (size_t)(key & (cap - 1)); /* cap is a power of two */
+}
+
+/* The link's timeline, created empty if needed; NULL when out of memory.
+ * Pointers it returns stay valid until the next call that creates one. */
+static timeline *link_get(or_vlinks *l, uint64_t key)
+{
+    if (l->cap) {
+        size_t j = link_slot(key, l->cap);
+        while (l->slots[j].key && l->slots[j].key != key)
+            j = (j + 1) & (l->cap - 1);
+        if (l->slots[j].key)
+            return &l->slots[j];
+    }
+    if (2 * (l->n + 1) > l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
         timeline *grown = calloc(cap, sizeof *grown);
         if (!grown)
             return NULL;
-        for (size_t i = 0; i < cap_links; i++) {
-            if (!links[i].key)
+        for (size_t i = 0; i < l->cap; i++) {
+            if (!l->slots[i].key)
                 continue;
-            size_t j = links[i].key % cap;
+            size_t j = link_slot(l->slots[i].key, cap);
             while (grown[j].key)
-                j = (j + 1) % cap;
-            grown[j] = links[i];
+                j = (j + 1) & (cap - 1);
+            grown[j] = l->slots[i];
         }
-        free(links);
-        links = grown;
-        cap_links = cap;
+        free(l->slots);
+        l->slots = grown;
+        l->cap = cap;
     }
-    size_t j = key % cap_links;
-    while (links[j].key && links[j].key != key)
-        j = (j + 1) % cap_links;
-    if (!links[j].key) {
-        links[j].key = key;
-        nlinks++;
-    }
-    return &links[j];
-}
-
-/* The link's timeline if it has one; never grows the table, so pointers it
- * returns stay valid until the next link_get. */
-static timeline *link_find(uint64_t key)
-{
-    if (!cap_links)
-        return NULL;
-    size_t j = key % cap_links;
-    while (links[j].key && links[j].key != key)
-        j = (j + 1) % cap_links;
-    return links[j].key ? &links[j] : NULL;
+    size_t j = link_slot(key, l->cap);
+    while (l->slots[j].key)
+        j = (j + 1) & (l->cap - 1);
+    l->slots[j].key = key;
+    l->n++;
+    return &l->slots[j];
 }
 
 /* The earliest s >= t with [s, s+d) free on the link; *at receives the
- * index of the first busy interval after it. */
+ * index of the first busy interval after it. Intervals are sorted, so the
+ * first one that ends after t is found by bisection. */
 static uint64_t link_free_from(const timeline *tl, uint64_t t, uint64_t d, size_t *at)
 {
+    size_t lo = 0, hi = tl->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tl->v[mid].b <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     uint64_t s = t;
-    size_t i = 0;
+    size_t i = lo;
     for (; i < tl->n; i++) {
-        if (tl->v[i].b <= s)
-            continue;
         if (tl->v[i].a >= add_sat(s, d))
             break;
         s = tl->v[i].b;
@@ -96,7 +111,22 @@ static uint64_t link_free_from(const timeline *tl, uint64_t t, uint64_t d, size_
     return s;
 }
 
-/* Marks [s, s+d) busy; the caller found it free (link_free_from). */
+/* Room for one more interval, so that link_occupy cannot fail. */
+static bool link_room(timeline *tl)
+{
+    if (tl->n < tl->cap)
+        return true;
+    size_t cap = tl->cap ? 2 * tl->cap : 16;
+    interval *grown = realloc(tl->v, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    tl->v = grown;
+    tl->cap = cap;
+    return true;
+}
+
+/* Marks [s, s+d) busy; the caller found it free (link_free_from) and made
+ * room (link_room). */
 static void link_occupy(timeline *tl, uint64_t s, uint64_t d)
 {
     size_t i;
@@ -113,14 +143,6 @@ static void link_occupy(timeline *tl, uint64_t s, uint64_t d)
     } else if (right) {
         tl->v[i].a = s;
     } else {
-        if (tl->n == tl->cap) {
-            size_t cap = tl->cap ? 2 * tl->cap : 16;
-            interval *grown = realloc(tl->v, cap * sizeof *grown);
-            if (!grown)
-                return; /* out of memory: the transfer is charged as if alone */
-            tl->v = grown;
-            tl->cap = cap;
-        }
         memmove(&tl->v[i + 1], &tl->v[i], (tl->n - i) * sizeof *tl->v);
         tl->v[i] = (interval){s, e};
         tl->n++;
@@ -139,8 +161,9 @@ static uint64_t link_key(int kind, int a, int b)
     return (uint64_t)kind << 56 | (uint64_t)(uint32_t)(a + 1) << 28 | (uint64_t)(uint32_t)(b + 1);
 }
 
-/* The key of the path's i-th link. */
-static uint64_t path_key(const or_vpath *p, int i)
+int or_vpath_nlinks(const or_vpath *p) { return p->nhops ? p->nhops : 1; }
+
+uint64_t or_vpath_link(const or_vpath *p, int i)
 {
     if (!p->nhops)
         return p->link;
@@ -148,25 +171,39 @@ static uint64_t path_key(const or_vpath *p, int i)
     return link_key(LINK_TOPO, hop, 0);
 }
 
-/* The earliest s >= t with [s, s+d) free on every link of the path;
- * reserves it there. Busy intervals are kept sorted and disjoint, so a
- * transfer may take a gap before later reservations when it fits there: the
- * order is by virtual start, not by issue. A transfer holds all its links at
- * once, at the bottleneck's rate (a circuit, not store and forward). */
-static uint64_t path_reserve(const or_vpath *p, uint64_t t, uint64_t d)
+/* Busy intervals are kept sorted and disjoint, so a transfer may take a gap
+ * before later reservations when it fits there: the order is by virtual
+ * start, not by issue. A transfer holds all its links at once, at the
+ * bottleneck's rate (a circuit, not store and forward). */
+bool or_vlinks_reserve(or_vlinks *l, const or_vpath *p, uint64_t t, uint64_t d, uint64_t *slot)
 {
-    if (d == 0)
-        return t;
-    int n = p->nhops ? p->nhops : 1;
-    for (int i = 0; i < n; i++)
-        if (!link_get(path_key(p, i)))
-            return t; /* out of memory: charge the transfer as if alone on its links */
+    if (d == 0) {
+        *slot = t;
+        return true;
+    }
+    /* Paths are short: their timelines are looked up once (a longer one
+     * looks them up at each use). */
+    timeline *seen[32];
+    int n = or_vpath_nlinks(p), cached = n <= 32 ? n : 0;
+    size_t links_before = l->n;
+    for (int i = 0; i < n; i++) {
+        timeline *tl = link_get(l, or_vpath_link(p, i));
+        if (!tl || !link_room(tl))
+            return false;
+        if (i < cached)
+            seen[i] = tl;
+    }
+    /* A timeline created above may have moved the others; none is created
+     * from here on, so pointers stay valid. */
+    for (int i = 0; i < cached && l->n != links_before; i++)
+        seen[i] = link_get(l, or_vpath_link(p, i));
     uint64_t s = t;
     for (bool moved = true; moved;) { /* s only grows, to the end of some interval */
         moved = false;
         for (int i = 0; i < n; i++) {
             size_t at;
-            uint64_t free_at = link_free_from(link_find(path_key(p, i)), s, d, &at);
+            timeline *tl = i < cached ? seen[i] : link_get(l, or_vpath_link(p, i));
+            uint64_t free_at = link_free_from(tl, s, d, &at);
             if (free_at != s) {
                 s = free_at;
                 moved = true;
@@ -174,8 +211,17 @@ static uint64_t path_reserve(const or_vpath *p, uint64_t t, uint64_t d)
         }
     }
     for (int i = 0; i < n; i++)
-        link_occupy(link_find(path_key(p, i)), s, d);
-    return s;
+        link_occupy(i < cached ? seen[i] : link_get(l, or_vpath_link(p, i)), s, d);
+    *slot = s;
+    return true;
+}
+
+void or_vlinks_free(or_vlinks *l)
+{
+    for (size_t i = 0; i < l->cap; i++)
+        free(l->slots[i].v);
+    free(l->slots);
+    *l = (or_vlinks){0};
 }
 
 /* ---- paths -------------------------------------------------------------- */
@@ -334,7 +380,9 @@ void or_vclock_charge(or_stream *s, or_op *op)
         uint64_t busy = or_vclock_bytes_ns(op->cost.bytes, p.bytes_per_s);
         /* The data occupies the link for bytes/bandwidth; latency is the
          * pipeline's delay and is not a share of the link. */
-        uint64_t slot = path_reserve(&p, start, busy);
+        uint64_t slot;
+        if (!or_vlinks_reserve(&proc_links, &p, start, busy, &slot))
+            slot = start; /* out of memory: charged as if alone on its links */
         end = add_sat(add_sat(slot, busy), p.latency_ns);
         break;
     }
@@ -442,10 +490,6 @@ void or_vclock_start(bool on) { or_vt_on = on; }
 void or_vclock_fini(void)
 {
     pthread_mutex_lock(&vt_lock);
-    for (size_t i = 0; i < cap_links; i++)
-        free(links[i].v);
-    free(links);
-    links = NULL;
-    nlinks = cap_links = 0;
+    or_vlinks_free(&proc_links);
     pthread_mutex_unlock(&vt_lock);
 }

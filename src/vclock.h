@@ -16,6 +16,7 @@
 #define OR_VCLOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { OR_TIME_WALL = 0, OR_TIME_VIRTUAL = 1 } or_time_mode;
@@ -57,6 +58,25 @@ typedef struct or_vpath {
     const int *hops;
     bool reversed;
 } or_vpath;
+
+/* The path's directed links, each a key naming one resource: transfers
+ * whose paths name the same key share that link's bandwidth. */
+int or_vpath_nlinks(const or_vpath *p);
+uint64_t or_vpath_link(const or_vpath *p, int i);
+
+/* Link timelines: for each link, the intervals during which transfers
+ * occupy it. Zero-initialised is empty. The runtime keeps one set for the
+ * copies of its process (under its lock); a collective's replay keeps its
+ * own (collectives/vreplay.c). The owner serialises the calls. */
+typedef struct or_vtimeline or_vtimeline;
+typedef struct or_vlinks {
+    or_vtimeline *slots; /* open addressing on the link's key */
+    size_t n, cap;
+} or_vlinks;
+/* The earliest *slot >= t with [*slot, *slot + d) free on every link of p,
+ * which it then occupies; false (nothing reserved) when memory ran out. */
+bool or_vlinks_reserve(or_vlinks *l, const or_vpath *p, uint64_t t, uint64_t d, uint64_t *slot);
+void or_vlinks_free(or_vlinks *l);
 
 extern bool or_vt_on; /* OPENREG_TIME=virtual; set once at start-up */
 

@@ -112,36 +112,49 @@ static occlResult_t ring_all_gather_chunks(const ctx *x, void *buf, size_t count
     return occlSuccess;
 }
 
-/* Binary tree over ring positions (so subtrees stay within nodes): partial
- * results flow up to position 0, the result flows back down. 2 log n steps,
- * for latency-bound sizes. buf holds this rank's input and gets the result. */
-static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t bytes, occlDataType_t t,
+/* NCCL's double binary tree (topo_tree.h): half of the buffer is reduced
+ * up tree 0 and its result broadcast down it, the other half on tree 1, at
+ * once, each pipelined in chunks. Within a node a tree is a chain, across
+ * nodes a binary tree of the chain heads; a node that forwards across the
+ * network in one tree is a leaf in the other, so both directions of every
+ * node's network link work. Every step is one set of transfers whose other
+ * ends are at the same step of their peers (occl_tree_allreduce_ops).
+ * buf holds this rank's input and gets the result. */
+static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t count, occlDataType_t t,
                                     const occl_redop *op)
 {
-    int kids[2], nkids = 0;
-    for (int q = 2 * x->p + 1; q <= 2 * x->p + 2; q++)
-        if (q < x->n)
-            kids[nkids++] = x->comm->ring[q];
-    int parent = x->p > 0 ? x->comm->ring[(x->p - 1) / 2] : -1;
+    size_t lo[2], len[2], ce[2], nchunks[2];
+    for (int k = 0; k < 2; k++)
+        occl_tree_half(count, x->es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
+    occl_tree_op *ops = NULL;
+    int m = occl_tree_allreduce_ops(&x->comm->trees, x->comm->rank, nchunks, &ops);
+    if (m < 0)
+        return occl_fail(occlSystemError, "out of memory");
+    occl_xfer *xf = m ? calloc((size_t)m, sizeof *xf) : NULL;
+    if (m && !xf) {
+        free(ops);
+        return occl_fail(occlSystemError, "out of memory");
+    }
+    unsigned char *b = buf;
     occlResult_t res = occlSuccess;
-    for (int k = 0; k < nkids && res == occlSuccess; k++) { /* in a fixed order */
-        occl_xfer up = recv_reduce_x(kids[k], buf, buf, bytes, t, op);
-        res = occl_xfers_run(x->comm, &up, 1);
-    }
-    if (res == occlSuccess && parent >= 0) {
-        occl_xfer up = send_x(parent, buf, bytes);
-        res = occl_xfers_run(x->comm, &up, 1);
-        if (res == occlSuccess) {
-            occl_xfer down = recv_x(parent, buf, bytes);
-            res = occl_xfers_run(x->comm, &down, 1);
+    for (int i = 0; i < m && res == occlSuccess;) {
+        int nx = 0, set = ops[i].set;
+        for (; i < m && ops[i].set == set; i++) {
+            const occl_tree_op *o = &ops[i];
+            size_t first = lo[o->tree] + o->chunk * ce[o->tree];
+            size_t end = lo[o->tree] + len[o->tree], last = first + ce[o->tree] < end ? first + ce[o->tree] : end;
+            unsigned char *p = b + first * x->es;
+            size_t bytes = (last - first) * x->es;
+            switch (o->kind) {
+            case OCCL_TREE_RECV_UP: xf[nx++] = recv_reduce_x(o->peer, p, p, bytes, t, op); break;
+            case OCCL_TREE_RECV_DOWN: xf[nx++] = recv_x(o->peer, p, bytes); break;
+            default: xf[nx++] = send_x(o->peer, p, bytes); break;
+            }
         }
+        res = occl_xfers_run(x->comm, xf, nx);
     }
-    if (res == occlSuccess && nkids) {
-        occl_xfer down[2];
-        for (int k = 0; k < nkids; k++)
-            down[k] = send_x(kids[k], buf, bytes);
-        res = occl_xfers_run(x->comm, down, nkids);
-    }
+    free(xf);
+    free(ops);
     return res;
 }
 
@@ -261,7 +274,7 @@ static occlResult_t all_reduce(const occl_call *c, void *recv)
     }
     occlResult_t res = occlSuccess;
     if (x.n > 1 && algo == OCCL_ALGO_TREE) {
-        res = tree_all_reduce(&x, recv, bytes, c->type, &r.op);
+        res = tree_all_reduce(&x, recv, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_HIERARCHICAL) {
         res = hier_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_DIRECT) {

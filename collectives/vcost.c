@@ -145,6 +145,33 @@ static void ring_rs_ag(vsim *v, const int *ring, int n, int p, size_t count, siz
     }
 }
 
+/* The double binary tree: each half up and down its tree in chunks, the
+ * steps occl_tree_allreduce_ops gives algorithms.c. */
+static void sched_double_tree(vsim *v, size_t count, size_t es, int rank)
+{
+    size_t lo[2], len[2], ce[2], nchunks[2];
+    for (int k = 0; k < 2; k++)
+        occl_tree_half(count, es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
+    occl_tree_op *ops = NULL;
+    int m = occl_tree_allreduce_ops(&v->comm->trees, rank, nchunks, &ops);
+    if (m < 0) {
+        v->oom = true;
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const occl_tree_op *o = &ops[i];
+        if (i == 0 || o->set != ops[i - 1].set)
+            step_begin(v, rank);
+        size_t first = o->chunk * ce[o->tree], left = len[o->tree] - first;
+        uint64_t bytes = (uint64_t)(left < ce[o->tree] ? left : ce[o->tree]) * es;
+        if (o->kind == OCCL_TREE_SEND_UP || o->kind == OCCL_TREE_SEND_DOWN)
+            add_send(v, rank, o->peer, bytes);
+        else
+            add_recv(v, rank, o->peer, bytes, o->kind == OCCL_TREE_RECV_UP);
+    }
+    free(ops);
+}
+
 static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
 {
     occlComm_t comm = v->comm;
@@ -154,22 +181,7 @@ static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
     for (int p = 0; p < n; p++) {
         int me = comm->ring[p];
         if (algo == OCCL_ALGO_TREE) {
-            for (int q = 2 * p + 1; q <= 2 * p + 2 && q < n; q++) {
-                step_begin(v, me);
-                add_recv(v, me, comm->ring[q], bytes, true);
-            }
-            if (p > 0) {
-                int parent = comm->ring[(p - 1) / 2];
-                step_begin(v, me);
-                add_send(v, me, parent, bytes);
-                step_begin(v, me);
-                add_recv(v, me, parent, bytes, false);
-            }
-            if (2 * p + 1 < n) {
-                step_begin(v, me);
-                for (int q = 2 * p + 1; q <= 2 * p + 2 && q < n; q++)
-                    add_send(v, me, comm->ring[q], bytes);
-            }
+            sched_double_tree(v, c->count, es, me);
         } else if (algo == OCCL_ALGO_DIRECT) {
             step_begin(v, me);
             for (int j = 0; j < n; j++)

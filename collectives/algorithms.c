@@ -138,8 +138,8 @@ static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t count, occlD
     unsigned char *b = buf;
     occlResult_t res = occlSuccess;
     for (int i = 0; i < m && res == occlSuccess;) {
-        int nx = 0, set = ops[i].set;
-        for (; i < m && ops[i].set == set; i++) {
+        int nx = 0, step = ops[i].step;
+        for (; i < m && ops[i].step == step; i++) {
             const occl_tree_op *o = &ops[i];
             size_t first = lo[o->tree] + o->chunk * ce[o->tree];
             size_t end = lo[o->tree] + len[o->tree], last = first + ce[o->tree] < end ? first + ce[o->tree] : end;

@@ -221,36 +221,16 @@ int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[
         for (size_t j = 0; j < nchunks[t]; j++) {
             int sj = (int)j;
             for (int i = 0; i < v->nchildren; i++)
-                o[m++] = (occl_tree_op){0, up[v->children[i]] + sj, t, v->children[i], j, OCCL_TREE_RECV_UP};
+                o[m++] = (occl_tree_op){up[v->children[i]] + sj, t, v->children[i], j, OCCL_TREE_RECV_UP};
             if (v->parent >= 0) {
-                o[m++] = (occl_tree_op){0, up[rank] + sj, t, v->parent, j, OCCL_TREE_SEND_UP};
-                o[m++] = (occl_tree_op){0, R + d - 1 + sj, t, v->parent, j, OCCL_TREE_RECV_DOWN};
+                o[m++] = (occl_tree_op){up[rank] + sj, t, v->parent, j, OCCL_TREE_SEND_UP};
+                o[m++] = (occl_tree_op){R + d - 1 + sj, t, v->parent, j, OCCL_TREE_RECV_DOWN};
             }
             for (int i = 0; i < v->nchildren; i++)
-                o[m++] = (occl_tree_op){0, R + d + sj, t, v->children[i], j, OCCL_TREE_SEND_DOWN};
+                o[m++] = (occl_tree_op){R + d + sj, t, v->children[i], j, OCCL_TREE_SEND_DOWN};
         }
     }
     qsort(o, m, sizeof *o, op_cmp);
-    int set = -1;
-    for (size_t i = 0; i < m;) {
-        size_t end = i;
-        bool split = false;
-        while (end < m && o[end].step == o[i].step)
-            end++;
-        for (size_t a = i; a < end; a++)
-            for (size_t b = a + 1; b < end; b++)
-                split |= o[a].tree != o[b].tree && o[a].peer == o[b].peer &&
-                         T->node[o[a].peer] != T->node[rank] &&
-                         (o[a].kind == OCCL_TREE_RECV_UP || o[a].kind == OCCL_TREE_RECV_DOWN) &&
-                         (o[b].kind == OCCL_TREE_RECV_UP || o[b].kind == OCCL_TREE_RECV_DOWN);
-        set++;
-        for (size_t a = i; a < end; a++) {
-            if (split && a > i && o[a].tree != o[a - 1].tree)
-                set++;
-            o[a].set = set;
-        }
-        i = end;
-    }
     *ops = o;
     return (int)m;
 }
@@ -282,14 +262,11 @@ occlResult_t occl_trees_build(occlComm_t c)
     T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
     T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
     T->up = calloc(2 * (size_t)n, sizeof *T->up);
-    T->node = calloc((size_t)n, sizeof *T->node);
     int *dev = malloc((size_t)n * sizeof *dev);
-    if (!T->v || !T->ready || !T->depth || !T->up || !T->node || !dev) {
+    if (!T->v || !T->ready || !T->depth || !T->up || !dev) {
         free(dev);
         return occl_fail(occlSystemError, "out of memory");
     }
-    for (int r = 0; r < n; r++)
-        T->node[r] = c->peers[r].node;
     char why[600] = "no topology";
     T->from_topology = false;
     if (c->job.topo && c->job.topo_device) {
@@ -323,6 +300,5 @@ void occl_trees_free(occlComm_t c)
     free(c->trees.ready);
     free(c->trees.depth);
     free(c->trees.up);
-    free(c->trees.node);
     memset(&c->trees, 0, sizeof c->trees);
 }

@@ -37,7 +37,6 @@ typedef struct occl_trees {
     int *up;              /* up[t * n + r]: the step r sends chunk 0 to its parent (>= ready;
                            * -1 at the root) */
     int *depth;           /* depth[t * n + r]: edges from the root */
-    int *node;            /* node[r]: comm rank r's virtual node */
     int root[2], max_depth[2];
     bool from_topology;
 } occl_trees;
@@ -79,19 +78,16 @@ typedef enum {
 } occl_tree_op_kind;
 
 typedef struct occl_tree_op {
-    int set; /* transfers of one set progress together, sets one after another */
     int step, tree, peer;
     size_t chunk;
     occl_tree_op_kind kind;
 } occl_tree_op;
 
 /* Rank's transfers in the double-tree all-reduce, nchunks[t] chunks on tree
- * t, ordered by step, then tree, and grouped in sets: a step is one set,
- * or two (its tree 0 transfers, then its tree 1 ones) when it receives twice
- * from a peer on another node (T->node), which the network transport cannot
- * match while one of them reduces. Every transfer meets its other end at
- * the same step and tree of the peer, so running the sets in order cannot
- * deadlock. Returns how many (*ops malloc'ed, NULL when none), or -1 when out
+ * t, ordered by step, then tree (so both ends list a pair's transfers of a
+ * step in the same order). The transfers of a step progress together; every
+ * transfer meets its other end at the same step of the peer, so running the
+ * steps in order cannot deadlock. Returns how many (*ops malloc'ed, NULL when none), or -1 when out
  * of memory. */
 int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
                             occl_tree_op **ops);

@@ -160,7 +160,7 @@ static void sched_double_tree(vsim *v, size_t count, size_t es, int rank)
     }
     for (int i = 0; i < m; i++) {
         const occl_tree_op *o = &ops[i];
-        if (i == 0 || o->set != ops[i - 1].set)
+        if (i == 0 || o->step != ops[i - 1].step)
             step_begin(v, rank);
         size_t first = o->chunk * ce[o->tree], left = len[o->tree] - first;
         uint64_t bytes = (uint64_t)(left < ce[o->tree] ? left : ce[o->tree]) * es;

@@ -43,7 +43,8 @@ static const tree_case cases[] = {
 
 typedef struct {
     occl_trees T;
-    int *dev; /* topology device of each rank (topology cases) */
+    int *dev;  /* topology device of each rank (topology cases) */
+    int *node; /* node of each rank */
 } built;
 
 static void alloc_trees(occl_trees *T, int n)
@@ -53,8 +54,7 @@ static void alloc_trees(occl_trees *T, int n)
     T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
     T->up = calloc(2 * (size_t)n, sizeof *T->up);
     T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
-    T->node = calloc((size_t)n, sizeof *T->node);
-    cr_assert(T->v && T->ready && T->up && T->depth && T->node);
+    cr_assert(T->v && T->ready && T->up && T->depth);
 }
 
 static void free_built(built *b)
@@ -63,15 +63,16 @@ static void free_built(built *b)
     free(b->T.ready);
     free(b->T.up);
     free(b->T.depth);
-    free(b->T.node);
+    free(b->node);
     free(b->dev);
 }
 
 static built build(const tree_case *c)
 {
-    built b = {{0}, NULL};
+    built b = {{0}, NULL, NULL};
     int n = c->ranks;
     alloc_trees(&b.T, n);
+    b.node = calloc((size_t)n, sizeof *b.node);
     if (c->spec) {
         or_topo *t = NULL;
         or_topo_error err;
@@ -82,7 +83,7 @@ static built build(const tree_case *c)
         char why[256] = "";
         cr_assert_eq(occl_topo_trees(t, b.dev, n, b.T.v, why, sizeof why), 0, "%s", why);
         for (int r = 0; r < n; r++)
-            b.T.node[r] = or_topo_device_node(t, b.dev[r]);
+            b.node[r] = or_topo_device_node(t, b.dev[r]);
         b.T.from_topology = true;
         or_topo_free(t);
     } else {
@@ -99,7 +100,7 @@ static built build(const tree_case *c)
         for (int r = 0, k = 0; r < n; r++) {
             while (fill[k] == first[k + 1])
                 k = (k + 1) % nn;
-            b.T.node[r] = k;
+            b.node[r] = k;
             ring[fill[k]++] = r;
             k = (k + 1) % nn;
         }
@@ -126,7 +127,7 @@ static char *describe(const tree_case *c, const built *b)
         c->how == OR_TOPO_PLACE_SPREAD ? "spread" : "packed", c->spec ? c->spec : "virtual nodes");
     PUT("node:");
     for (int r = 0; r < n; r++)
-        PUT(" %d", T->node[r]);
+        PUT(" %d", b->node[r]);
     PUT("\n");
     for (int t = 0; t < 2; t++) {
         PUT("tree %d: root %d, depth %d, steps for 1 chunk %d, for 4 chunks %d\n", t, T->root[t],
@@ -148,7 +149,7 @@ static char *describe(const tree_case *c, const built *b)
         cr_assert_geq(m, 0);
         PUT("rank %d:", r);
         for (int i = 0; i < m; i++)
-            PUT(" [%d/%d t%d c%zu %s %d]", ops[i].set, ops[i].step, ops[i].tree, ops[i].chunk,
+            PUT(" [%d t%d c%zu %s %d]", ops[i].step, ops[i].tree, ops[i].chunk,
                 kind_name(ops[i].kind), ops[i].peer);
         PUT("\n");
         free(ops);
@@ -196,7 +197,7 @@ Test(topo_tree, golden_files)
 
 typedef struct {
     occl_tree_op *ops;
-    int m, cur; /* cur: index of the first op of the current set */
+    int m, cur; /* cur: index of the first op of the current step */
     char *done;
 } rank_run;
 
@@ -232,13 +233,13 @@ static int find_mate(rank_run *R, int r, int i)
 static int set_end(const rank_run *x)
 {
     int e = x->cur;
-    while (e < x->m && x->ops[e].set == x->ops[x->cur].set)
+    while (e < x->m && x->ops[e].step == x->ops[x->cur].step)
         e++;
     return e;
 }
 
-/* Runs the sets as occl_xfers_run does (a transfer completes once both ends
- * have posted it; a set ends when all its transfers have), and carries each
+/* Runs the steps as occl_xfers_run does (a transfer completes once both ends
+ * have posted it; a step ends when all its transfers have), and carries each
  * rank's contributions: vec[r][t][c][q] counts rank q's input in rank r's
  * chunk c of tree t. Every rank must end with every input once. */
 static void run_and_check(const built *b, const size_t nch[2], const char *name)
@@ -257,7 +258,6 @@ static void run_and_check(const built *b, const size_t nch[2], const char *name)
             for (size_t c = 0; c < nch[t]; c++)
                 VEC(r, t, c, r) = 1;
         for (int i = 1; i < R[r].m; i++) {
-            cr_assert(R[r].ops[i].set >= R[r].ops[i - 1].set);
             cr_assert(R[r].ops[i].step >= R[r].ops[i - 1].step);
         }
     }
@@ -349,16 +349,16 @@ Test(topo_tree, trees_cross_the_network_once_per_node)
         int crossings = 0;
         for (int r = 0; r < n; r++) {
             int p = b.T.v[t * n + r].parent;
-            crossings += p >= 0 && b.T.node[p] != b.T.node[r];
+            crossings += p >= 0 && b.node[p] != b.node[r];
         }
         cr_assert_eq(crossings, 1, "tree %d crosses the network %d times", t, crossings);
     }
     int rank_order_crossings = 0;
     for (int r = 1; r < n; r++)
-        rank_order_crossings += b.T.node[(r - 1) / 2] != b.T.node[r];
+        rank_order_crossings += b.node[(r - 1) / 2] != b.node[r];
     cr_assert_geq(rank_order_crossings, 3);
     /* Both roots' nodes differ: each node's head is the root of one tree. */
-    cr_assert_neq(b.T.node[b.T.root[0]], b.T.node[b.T.root[1]]);
+    cr_assert_neq(b.node[b.T.root[0]], b.node[b.T.root[1]]);
     free_built(&b);
 }
 
@@ -417,5 +417,4 @@ Test(topo_tree, bad_inputs_are_refused)
     free(T.ready);
     free(T.up);
     free(T.depth);
-    free(T.node);
 }

@@ -198,14 +198,14 @@ static int op_cmp(const void *pa, const void *pb)
  * R + depth - 1 + j and goes on to the children at R + depth + j (R: the
  * root's ready step, at least one step per level above any up step). Both
  * ends of every transfer name the same step. */
-int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
-                            occl_tree_op **ops)
+static int tree_ops(const occl_trees *T, int rank, const size_t nchunks[2], bool down,
+                    occl_tree_op **ops)
 {
     int n = T->n;
     size_t total = 0;
     for (int t = 0; t < 2; t++) {
         const occl_tree_vertex *v = &T->v[(size_t)t * n + rank];
-        total += nchunks[t] * (size_t)(2 * v->nchildren + (v->parent >= 0 ? 2 : 0));
+        total += nchunks[t] * (size_t)(v->nchildren + (v->parent >= 0)) * (down ? 2 : 1);
     }
     *ops = NULL;
     if (!total)
@@ -222,17 +222,91 @@ int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[
             int sj = (int)j;
             for (int i = 0; i < v->nchildren; i++)
                 o[m++] = (occl_tree_op){up[v->children[i]] + sj, t, v->children[i], j, OCCL_TREE_RECV_UP};
-            if (v->parent >= 0) {
+            if (v->parent >= 0)
                 o[m++] = (occl_tree_op){up[rank] + sj, t, v->parent, j, OCCL_TREE_SEND_UP};
+            if (v->parent >= 0 && down)
                 o[m++] = (occl_tree_op){R + d - 1 + sj, t, v->parent, j, OCCL_TREE_RECV_DOWN};
-            }
-            for (int i = 0; i < v->nchildren; i++)
+            for (int i = 0; i < v->nchildren && down; i++)
                 o[m++] = (occl_tree_op){R + d + sj, t, v->children[i], j, OCCL_TREE_SEND_DOWN};
         }
     }
     qsort(o, m, sizeof *o, op_cmp);
     *ops = o;
     return (int)m;
+}
+
+int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
+                            occl_tree_op **ops)
+{
+    return tree_ops(T, rank, nchunks, true, ops);
+}
+
+int occl_tree_reduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
+                         occl_tree_op **ops)
+{
+    return tree_ops(T, rank, nchunks, false, ops);
+}
+
+/* ---- re-rooting -------------------------------------------------------------- */
+
+void occl_trees_release(occl_trees *T)
+{
+    free(T->v);
+    free(T->ready);
+    free(T->up);
+    free(T->depth);
+    memset(T, 0, sizeof *T);
+}
+
+static void drop_child(occl_tree_vertex *v, int child)
+{
+    for (int k = 0; k < v->nchildren; k++)
+        if (v->children[k] == child) {
+            memmove(&v->children[k], &v->children[k + 1],
+                    (size_t)(v->nchildren - k - 1) * sizeof *v->children);
+            v->nchildren--;
+            return;
+        }
+}
+
+int occl_trees_reroot(const occl_trees *T, int root, occl_trees *out)
+{
+    int n = T->n;
+    *out = (occl_trees){.n = n, .from_topology = T->from_topology};
+    out->v = malloc(2 * (size_t)n * sizeof *out->v);
+    out->ready = malloc(2 * (size_t)n * sizeof *out->ready);
+    out->up = malloc(2 * (size_t)n * sizeof *out->up);
+    out->depth = malloc(2 * (size_t)n * sizeof *out->depth);
+    if (!out->v || !out->ready || !out->up || !out->depth || root < 0 || root >= n) {
+        occl_trees_release(out);
+        return -1;
+    }
+    memcpy(out->v, T->v, 2 * (size_t)n * sizeof *out->v);
+    for (int t = 0; t < 2; t++) {
+        occl_tree_vertex *V = out->v + (size_t)t * n;
+        /* Walk up from the new root, turning each edge around: the old
+         * parent becomes a child (appended: the old children keep their
+         * order). At most n steps, even if V were not a tree. */
+        int child = root, parent = V[root].parent;
+        V[root].parent = -1;
+        for (int steps = 0; parent >= 0 && steps < n; steps++) {
+            int next = V[parent].parent;
+            drop_child(&V[parent], child);
+            if (V[child].nchildren == OCCL_TREE_MAX_CHILDREN) {
+                occl_trees_release(out);
+                return -1;
+            }
+            V[child].children[V[child].nchildren++] = parent;
+            V[parent].parent = child;
+            child = parent;
+            parent = next;
+        }
+    }
+    if (occl_trees_schedule(out) != 0) {
+        occl_trees_release(out);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the communicator's hook ------------------------------------------------ */
@@ -296,9 +370,5 @@ occlResult_t occl_trees_build(occlComm_t c)
 
 void occl_trees_free(occlComm_t c)
 {
-    free(c->trees.v);
-    free(c->trees.ready);
-    free(c->trees.depth);
-    free(c->trees.up);
-    memset(&c->trees, 0, sizeof c->trees);
+    occl_trees_release(&c->trees);
 }

@@ -19,7 +19,9 @@
 
 struct or_topo;
 
-#define OCCL_TREE_MAX_CHILDREN 3
+/* The topology's trees give a vertex at most 3 children (its chain's next
+ * rank and two node-tree children); re-rooting adds its old parent. */
+#define OCCL_TREE_MAX_CHILDREN 4
 
 typedef struct occl_tree_vertex {
     int parent; /* comm rank; -1 at the root */
@@ -91,5 +93,17 @@ typedef struct occl_tree_op {
  * of memory. */
 int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
                             occl_tree_op **ops);
+
+/* Reduce to a root: T's trees re-rooted at `root` (the path from each old
+ * root to it reversed, so every other edge stays), scheduled. *out's arrays
+ * are malloc'ed (occl_trees_release frees them). 0, or -1 when out of memory
+ * or T is not two trees. */
+int occl_trees_reroot(const occl_trees *T, int root, occl_trees *out);
+void occl_trees_release(occl_trees *T);
+
+/* Rank's transfers in the double-tree Reduce on re-rooted trees: each half
+ * goes up its tree in chunks (the up half of occl_tree_allreduce_ops). */
+int occl_tree_reduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
+                         occl_tree_op **ops);
 
 #endif

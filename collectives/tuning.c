@@ -147,15 +147,31 @@ static double allreduce_cost(const occl_call *c, occl_algo a, double bytes)
 /* Reduce: a pipelined chain (n-1 links, then one chunk time per further
  * chunk) or a binary tree (each level waits for two children's whole
  * buffers). */
-static double reduce_cost(occlComm_t comm, occl_algo a, double bytes)
+static double reduce_cost(const occl_call *c, occl_algo a, double bytes)
 {
+    occlComm_t comm = c->comm;
     int n = comm->nranks;
     bool net = comm->nnodes > 1;
     double chunk = (double)occl_chain_chunk((size_t)bytes);
     double nchunks = ceil(bytes / chunk), piece = bytes < chunk ? bytes : chunk;
     switch (a) {
     case OCCL_ALGO_RING: return (n - 1 + (nchunks > 1 ? nchunks - 1 : 0)) * hop_us(net, piece);
-    case OCCL_ALGO_TREE: return ceil(log2(n)) * 2.0 * hop_us(net, bytes);
+    case OCCL_ALGO_TREE: {
+        /* Each half up its tree, re-rooted at the root, in chunks at once. */
+        occl_trees R;
+        if (occl_trees_reroot(&comm->trees, c->root, &R) != 0)
+            return INFINITY;
+        double steps = 0, piece_t = 0;
+        for (int t = 0; t < 2; t++) {
+            size_t lo, len, ce, nch, es = occl_type_size(c->type);
+            occl_tree_half(c->count, es, t, &lo, &len, &ce, &nch);
+            if (nch)
+                steps = fmax(steps, R.ready[(size_t)t * n + R.root[t]] + (double)nch - 1);
+            piece_t = fmax(piece_t, (double)(len < ce ? len : ce) * (double)es);
+        }
+        occl_trees_release(&R);
+        return steps * hop_us(net, 2.0 * piece_t);
+    }
     default: return INFINITY;
     }
 }
@@ -184,7 +200,7 @@ occl_algo occl_plan(const occl_call *c)
         if (pick == OCCL_NUM_ALGOS)
             pick = (occl_algo)a; /* allowed: used even if the model would not pick it */
         double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(c, (occl_algo)a, bytes)
-                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(comm, (occl_algo)a, bytes)
+                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(c, (occl_algo)a, bytes)
                                                      : 0;
         if (cost < best) {
             best = cost;

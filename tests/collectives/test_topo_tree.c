@@ -2,11 +2,13 @@
  * (collectives/topo_tree.c): trees from a topology's devices or from virtual
  * nodes, and the step schedule of the tree all-reduce on them. Golden files
  * in tests/collectives/golden/ hold the trees (who is whose parent), the
- * steps and every rank's transfers; regenerate them with
+ * steps, the trees re-rooted for a Reduce and every rank's transfers;
+ * regenerate them with
  * OCCL_UPDATE_GOLDEN=1 in the build directory and review the diff. The
  * properties hold on every case: each transfer has its other end at the same
  * step, running the sets as the transport does finishes (no deadlock), and a
- * symbolic run leaves every rank with every rank's contribution once. */
+ * symbolic run leaves every rank (a Reduce: the root, whichever it is) with
+ * every rank's contribution once. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +143,17 @@ static char *describe(const tree_case *c, const built *b)
                 T->up[t * n + r]);
         }
     }
+    /* Reduce to the last rank: both trees re-rooted there. */
+    occl_trees R;
+    cr_assert_eq(occl_trees_reroot(T, n - 1, &R), 0);
+    for (int t = 0; t < 2; t++) {
+        PUT("reduce to %d, tree %d: steps for 1 chunk %d, parents", n - 1, t,
+            R.ready[t * n + R.root[t]]);
+        for (int r = 0; r < n; r++)
+            PUT(" %d", R.v[t * n + r].parent);
+        PUT("\n");
+    }
+    occl_trees_release(&R);
     /* Every rank's transfers with 2 chunks on tree 0 and 1 on tree 1. */
     const size_t nch[2] = {2, 1};
     for (int r = 0; r < n; r++) {
@@ -242,16 +255,24 @@ static int set_end(const rank_run *x)
  * have posted it; a step ends when all its transfers have), and carries each
  * rank's contributions: vec[r][t][c][q] counts rank q's input in rank r's
  * chunk c of tree t. Every rank must end with every input once. */
-static void run_and_check(const built *b, const size_t nch[2], const char *name)
+static void run_and_check(const built *b, const size_t nch[2], int reduce_root, const char *name)
 {
+    occl_trees Rt;
     const occl_trees *T = &b->T;
+    if (reduce_root >= 0) {
+        cr_assert_eq(occl_trees_reroot(T, reduce_root, &Rt), 0);
+        cr_assert_eq(Rt.root[0], reduce_root);
+        cr_assert_eq(Rt.root[1], reduce_root);
+        T = &Rt;
+    }
     int n = T->n;
     rank_run *R = calloc((size_t)n, sizeof *R);
     size_t C = nch[0] > nch[1] ? nch[0] : nch[1];
     int *vec = calloc((size_t)n * 2 * C * n + 1, sizeof *vec);
 #define VEC(r, t, c, q) vec[(((size_t)(r) * 2 + (t)) * C + (c)) * n + (q)]
     for (int r = 0; r < n; r++) {
-        R[r].m = occl_tree_allreduce_ops(T, r, nch, &R[r].ops);
+        R[r].m = reduce_root >= 0 ? occl_tree_reduce_ops(T, r, nch, &R[r].ops)
+                                  : occl_tree_allreduce_ops(T, r, nch, &R[r].ops);
         cr_assert_geq(R[r].m, 0);
         R[r].done = calloc((size_t)R[r].m + 1, 1);
         for (int t = 0; t < 2; t++)
@@ -295,7 +316,7 @@ static void run_and_check(const built *b, const size_t nch[2], const char *name)
     for (int r = 0; r < n; r++) {
         cr_assert_eq(R[r].cur, R[r].m, "%s: rank %d stuck at op %d of %d (deadlock)", name, r,
                      R[r].cur, R[r].m);
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < 2 && (reduce_root < 0 || r == reduce_root); t++)
             for (size_t c = 0; c < nch[t]; c++)
                 for (int q = 0; q < n; q++)
                     cr_assert_eq(VEC(r, t, c, q), 1, "%s: rank %d tree %d chunk %zu has rank %d's "
@@ -306,6 +327,8 @@ static void run_and_check(const built *b, const size_t nch[2], const char *name)
 #undef VEC
     free(vec);
     free(R);
+    if (reduce_root >= 0)
+        occl_trees_release(&Rt);
 }
 
 Test(topo_tree, every_schedule_matches_finishes_and_reduces_everything_once)
@@ -313,8 +336,11 @@ Test(topo_tree, every_schedule_matches_finishes_and_reduces_everything_once)
     const size_t chunk_counts[][2] = {{0, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 3}, {5, 4}};
     for (size_t k = 0; k < NCASES; k++) {
         built b = build(&cases[k]);
-        for (size_t j = 0; j < sizeof chunk_counts / sizeof *chunk_counts; j++)
-            run_and_check(&b, chunk_counts[j], cases[k].name);
+        for (size_t j = 0; j < sizeof chunk_counts / sizeof *chunk_counts; j++) {
+            run_and_check(&b, chunk_counts[j], -1, cases[k].name);
+            for (int root = 0; root < b.T.n; root++) /* Reduce to every root */
+                run_and_check(&b, chunk_counts[j], root, cases[k].name);
+        }
         free_built(&b);
     }
 }
@@ -331,7 +357,8 @@ Test(topo_tree, virtual_node_trees_of_many_shapes)
                 c.sizes[k] = per;
             built b = build(&c);
             const size_t nch[2] = {3, 2};
-            run_and_check(&b, nch, "shape");
+            run_and_check(&b, nch, -1, "shape");
+            run_and_check(&b, nch, nodes * per - 1, "shape");
             free_built(&b);
         }
 }
@@ -407,6 +434,13 @@ Test(topo_tree, bad_inputs_are_refused)
     }
     cr_assert_eq(occl_trees_schedule(&T), 0);
     cr_assert_eq(occl_tree_steps(&T, 0, 1), 4); /* a chain of 3: 2 up, 2 down */
+    occl_trees R;
+    cr_assert_eq(occl_trees_reroot(&T, 3, &R), -1, "a root outside the communicator");
+    cr_assert_eq(occl_trees_reroot(&T, 1, &R), 0); /* the middle: two leaves */
+    cr_assert_eq(R.v[1].nchildren, 2);
+    cr_assert_eq(R.v[0].parent, 1);
+    cr_assert_eq(R.ready[1], 2, "one child per step: 2 steps up");
+    occl_trees_release(&R);
     T.v[3 + 2].parent = 0;
     cr_assert_eq(occl_trees_schedule(&T), -1);
     T.v[3 + 2].parent = 1;

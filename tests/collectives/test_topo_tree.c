@@ -422,7 +422,7 @@ Test(topo_tree, bad_inputs_are_refused)
     cr_assert_eq(occl_topo_trees(NULL, outside, 2, v, why, sizeof why), -1);
     or_topo_free(t);
     /* Not trees: two roots; a cycle; a child whose parent disowns it. */
-    occl_trees T;
+    occl_trees T = {0};
     alloc_trees(&T, 3);
     for (int k = 0; k < 6; k++)
         T.v[k] = (occl_tree_vertex){.parent = -1};

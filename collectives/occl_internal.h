@@ -117,7 +117,7 @@ struct occlComm {
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */
     int *node_first;     /* nnodes + 1 entries */
-    /* The double binary tree of the tree all-reduce (topo_tree.h): from the
+    /* The double binary tree of the tree algorithms (topo_tree.h): from the
      * topology's devices, else from the virtual nodes above. */
     occl_trees trees;
     /* Scratch kept across calls (tasks of a communicator run one at a time):

@@ -1,8 +1,9 @@
 /*
  * collectives/topo_tree.h - a communicator's two trees (NCCL's double binary
- * tree) and the step schedule its tree all-reduce runs on them: pure
- * functions of their inputs, so every rank computes the same trees and
- * vcost.c replays exactly the transfers algorithms.c moves.
+ * tree) and the step schedules its tree all-reduce and tree Reduce (on the
+ * trees re-rooted at the root) run on them: pure functions of their inputs,
+ * so every rank computes the same trees and vcost.c replays exactly the
+ * transfers algorithms.c moves.
  *
  * The trees are the topology layer's (or_topo_trees): within a node a chain
  * in ring order, across nodes a binary tree of the chain heads, the second

@@ -112,36 +112,49 @@ static occlResult_t ring_all_gather_chunks(const ctx *x, void *buf, size_t count
     return occlSuccess;
 }
 
-/* Binary tree over ring positions (so subtrees stay within nodes): partial
- * results flow up to position 0, the result flows back down. 2 log n steps,
- * for latency-bound sizes. buf holds this rank's input and gets the result. */
-static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t bytes, occlDataType_t t,
+/* NCCL's double binary tree (topo_tree.h): half of the buffer is reduced
+ * up tree 0 and its result broadcast down it, the other half on tree 1, at
+ * once, each pipelined in chunks. Within a node a tree is a chain, across
+ * nodes a binary tree of the chain heads; a node that forwards across the
+ * network in one tree is a leaf in the other, so both directions of every
+ * node's network link work. Every step is one set of transfers whose other
+ * ends are at the same step of their peers (occl_tree_allreduce_ops).
+ * buf holds this rank's input and gets the result. */
+static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t count, occlDataType_t t,
                                     const occl_redop *op)
 {
-    int kids[2], nkids = 0;
-    for (int q = 2 * x->p + 1; q <= 2 * x->p + 2; q++)
-        if (q < x->n)
-            kids[nkids++] = x->comm->ring[q];
-    int parent = x->p > 0 ? x->comm->ring[(x->p - 1) / 2] : -1;
+    size_t lo[2], len[2], ce[2], nchunks[2];
+    for (int k = 0; k < 2; k++)
+        occl_tree_half(count, x->es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
+    occl_tree_op *ops = NULL;
+    int m = occl_tree_allreduce_ops(&x->comm->trees, x->comm->rank, nchunks, &ops);
+    if (m < 0)
+        return occl_fail(occlSystemError, "out of memory");
+    occl_xfer *xf = m ? calloc((size_t)m, sizeof *xf) : NULL;
+    if (m && !xf) {
+        free(ops);
+        return occl_fail(occlSystemError, "out of memory");
+    }
+    unsigned char *b = buf;
     occlResult_t res = occlSuccess;
-    for (int k = 0; k < nkids && res == occlSuccess; k++) { /* in a fixed order */
-        occl_xfer up = recv_reduce_x(kids[k], buf, buf, bytes, t, op);
-        res = occl_xfers_run(x->comm, &up, 1);
-    }
-    if (res == occlSuccess && parent >= 0) {
-        occl_xfer up = send_x(parent, buf, bytes);
-        res = occl_xfers_run(x->comm, &up, 1);
-        if (res == occlSuccess) {
-            occl_xfer down = recv_x(parent, buf, bytes);
-            res = occl_xfers_run(x->comm, &down, 1);
+    for (int i = 0; i < m && res == occlSuccess;) {
+        int nx = 0, step = ops[i].step;
+        for (; i < m && ops[i].step == step; i++) {
+            const occl_tree_op *o = &ops[i];
+            size_t first = lo[o->tree] + o->chunk * ce[o->tree];
+            size_t end = lo[o->tree] + len[o->tree], last = first + ce[o->tree] < end ? first + ce[o->tree] : end;
+            unsigned char *p = b + first * x->es;
+            size_t bytes = (last - first) * x->es;
+            switch (o->kind) {
+            case OCCL_TREE_RECV_UP: xf[nx++] = recv_reduce_x(o->peer, p, p, bytes, t, op); break;
+            case OCCL_TREE_RECV_DOWN: xf[nx++] = recv_x(o->peer, p, bytes); break;
+            default: xf[nx++] = send_x(o->peer, p, bytes); break;
+            }
         }
+        res = occl_xfers_run(x->comm, xf, nx);
     }
-    if (res == occlSuccess && nkids) {
-        occl_xfer down[2];
-        for (int k = 0; k < nkids; k++)
-            down[k] = send_x(kids[k], buf, bytes);
-        res = occl_xfers_run(x->comm, down, nkids);
-    }
+    free(xf);
+    free(ops);
     return res;
 }
 
@@ -261,7 +274,7 @@ static occlResult_t all_reduce(const occl_call *c, void *recv)
     }
     occlResult_t res = occlSuccess;
     if (x.n > 1 && algo == OCCL_ALGO_TREE) {
-        res = tree_all_reduce(&x, recv, bytes, c->type, &r.op);
+        res = tree_all_reduce(&x, recv, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_HIERARCHICAL) {
         res = hier_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_DIRECT) {
@@ -369,26 +382,51 @@ static occlResult_t chain_reduce(const ctx *x, int root_pos, void *acc, const vo
     return occlSuccess;
 }
 
-/* Reduce up a binary tree rooted at the root (over ring positions counted
- * from it, so subtrees stay within nodes): log n steps, for latency-bound
- * sizes. Each rank with children adds theirs into acc, then sends acc up;
- * a leaf sends its input. */
-static occlResult_t tree_reduce(const ctx *x, int root_pos, void *acc, const void *input,
-                                size_t bytes, occlDataType_t t, const occl_redop *op)
+/* Reduce on the communicator's double binary tree re-rooted at the root
+ * (R: occl_trees_reroot): half of the buffer up each tree, both at once, in
+ * chunks. A rank adds its children's partials of a chunk into acc (the
+ * first one with its input), then sends acc's chunk up; a leaf sends its
+ * input. The root's acc is its receive buffer. */
+static occlResult_t tree_reduce(const ctx *x, const occl_trees *R, void *acc, const void *input,
+                                size_t count, occlDataType_t t, const occl_redop *op)
 {
-    int rel = (x->p - root_pos + x->n) % x->n;
-    const void *have = input;
-    for (int q = 2 * rel + 1; q <= 2 * rel + 2 && q < x->n; q++) {
-        occl_xfer up = recv_reduce_x(x->comm->ring[(q + root_pos) % x->n], acc, have, bytes, t, op);
-        occlResult_t res = occl_xfers_run(x->comm, &up, 1);
-        if (res != occlSuccess)
-            return res;
-        have = acc;
+    size_t lo[2], len[2], ce[2], nchunks[2];
+    for (int k = 0; k < 2; k++)
+        occl_tree_half(count, x->es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
+    int me = x->comm->rank;
+    for (int k = 0; k < 2; k++)
+        if (R->v[(size_t)k * x->n + me].parent < 0 && nchunks[k] && !R->v[(size_t)k * x->n + me].nchildren)
+            return occl_fail(occlInternalError, "tree root without children");
+    occl_tree_op *ops = NULL;
+    int m = occl_tree_reduce_ops(R, me, nchunks, &ops);
+    occl_xfer *xf = m > 0 ? calloc((size_t)m, sizeof *xf) : NULL;
+    bool *have = calloc(nchunks[0] + nchunks[1] + 1, sizeof *have); /* acc holds a partial */
+    occlResult_t res = occlSuccess;
+    if (m < 0 || (m && !xf) || !have)
+        res = occl_fail(occlSystemError, "out of memory");
+    unsigned char *a = acc;
+    const unsigned char *in = input;
+    for (int i = 0; i < m && res == occlSuccess;) {
+        int nx = 0, step = ops[i].step;
+        for (; i < m && ops[i].step == step; i++) {
+            const occl_tree_op *o = &ops[i];
+            size_t first = lo[o->tree] + o->chunk * ce[o->tree];
+            size_t end = lo[o->tree] + len[o->tree], last = first + ce[o->tree] < end ? first + ce[o->tree] : end;
+            size_t off = first * x->es, bytes = (last - first) * x->es;
+            bool *h = &have[o->tree ? nchunks[0] + o->chunk : o->chunk];
+            if (o->kind == OCCL_TREE_RECV_UP) {
+                xf[nx++] = recv_reduce_x(o->peer, a + off, (*h ? a : in) + off, bytes, t, op);
+                *h = true;
+            } else {
+                xf[nx++] = send_x(o->peer, (*h ? a : in) + off, bytes);
+            }
+        }
+        res = occl_xfers_run(x->comm, xf, nx);
     }
-    if (rel == 0)
-        return have == acc ? occlSuccess : occl_fail(occlInternalError, "tree root without children");
-    occl_xfer up = send_x(x->comm->ring[((rel - 1) / 2 + root_pos) % x->n], have, bytes);
-    return occl_xfers_run(x->comm, &up, 1);
+    free(have);
+    free(xf);
+    free(ops);
+    return res;
 }
 
 static occlResult_t reduce(const occl_call *c)
@@ -406,25 +444,31 @@ static occlResult_t reduce(const occl_call *c)
     }
     occl_algo algo = occl_plan(c);
     int root_pos = pos_of(x.comm, c->root);
+    occl_trees R = {0};
+    if (algo == OCCL_ALGO_TREE && occl_trees_reroot(&x.comm->trees, c->root, &R) != 0)
+        return occl_fail(occlSystemError, "out of memory re-rooting the trees at rank %d", c->root);
     /* Only the root's result is kept: the partials of ranks that add
-     * something up (all but the chain's first rank and the tree's leaves)
+     * something up (all but the chain's first rank and the trees' leaves)
      * go in scratch, and so does a scaled input. */
     bool pre = r.pre.kind == OCCL_RED_PREMULSUM;
-    bool adds = algo == OCCL_ALGO_TREE ? 2 * ((x.p - root_pos + x.n) % x.n) + 1 < x.n
-                                       : (x.p - root_pos - 1 + 2 * x.n) % x.n != 0;
+    bool adds = algo == OCCL_ALGO_TREE
+                    ? R.v[x.comm->rank].nchildren || R.v[(size_t)x.n + x.comm->rank].nchildren
+                    : (x.p - root_pos - 1 + 2 * x.n) % x.n != 0;
     void *acc = root ? c->recvbuff : adds || pre ? occl_scratch(x.comm, OCCL_SCRATCH_A, bytes) : NULL;
+    occlResult_t res = occlSuccess;
     if (!acc && (root || adds || pre))
-        return occlUnhandledDeviceError;
+        res = occlUnhandledDeviceError;
     const void *input = c->sendbuff;
-    if (pre) {
+    if (res == occlSuccess && pre) {
         occl_premul(acc, c->sendbuff, c->count, c->type, &r.pre);
         input = acc;
     }
-    occlResult_t res = algo == OCCL_ALGO_TREE
-                           ? tree_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op)
-                           : chain_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op);
+    if (res == occlSuccess)
+        res = algo == OCCL_ALGO_TREE ? tree_reduce(&x, &R, acc, input, c->count, c->type, &r.op)
+                                     : chain_reduce(&x, root_pos, acc, input, bytes, c->type, &r.op);
     if (res == occlSuccess && root && c->avg)
         occl_finish_avg(c->recvbuff, c->count, c->type, x.n);
+    occl_trees_release(&R);
     return res;
 }
 

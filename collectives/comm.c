@@ -329,6 +329,7 @@ static void comm_free(occlComm_t c)
     free(c->peers);
     free(c->ring);
     free(c->node_first);
+    occl_trees_free(c);
     c->magic = 0;
     free(c);
 }
@@ -381,6 +382,9 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
             c->my_node = c->nnodes - 1;
     }
     c->node_first[c->nnodes] = c->nranks;
+    occlResult_t res = occl_trees_build(c);
+    if (res != occlSuccess)
+        return res;
     if (!live_add(c))
         return occl_fail(occlSystemError, "out of memory");
     c->magic = OCCL_COMM_MAGIC;

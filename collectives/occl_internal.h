@@ -24,6 +24,7 @@
 #include "occl.h"
 #include "reduce.h"
 #include "runtime_ext.h"
+#include "topo_tree.h"
 
 #define OCCL_COMM_MAGIC 0x4f43434c434f4d4dULL /* "OCCLCOMM" */
 /* Payloads over MPI go in pieces MPI counts can express. */
@@ -120,6 +121,9 @@ struct occlComm {
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */
     int *node_first;     /* nnodes + 1 entries */
+    /* The double binary tree of the tree algorithms (topo_tree.h): from the
+     * topology's devices, else from the virtual nodes above. */
+    occl_trees trees;
     /* Scratch kept across calls (tasks of a communicator run one at a time):
      * device memory peers may read, and host memory that network receives
      * land in before they are reduced. Grown on demand, freed when the
@@ -229,6 +233,10 @@ occlResult_t occl_run_calls(occl_call *calls, int n);
 /* topo_ring.c: with OPENREG_TOPO, c->ring becomes the topology's ring of
  * the comm's devices (c->peers must be filled); else it stays as it is. */
 void occl_ring_follow_topology(occlComm_t c);
+/* topo_tree.c: c->trees from the topology (OPENREG_TOPO) or from the virtual
+ * nodes (c->ring, c->node_first must be set); freed by occl_trees_free. */
+occlResult_t occl_trees_build(occlComm_t c);
+void occl_trees_free(occlComm_t c);
 
 /* tuning.c: the algorithm a call uses (AllReduce: ring, tree, direct or
  * hierarchical; Reduce: ring or tree; the rest: ring). */

@@ -24,7 +24,9 @@
 
 #include "occl_internal.h"
 
-enum { XFER_START, XFER_WAIT, XFER_DONE };
+/* XFER_QUEUED: a network receive that waits until the receive before it from
+ * the same peer has posted all its pieces (see occl_xfers_run). */
+enum { XFER_START, XFER_WAIT, XFER_DONE, XFER_QUEUED };
 
 static occl_slot *out_slot(occl_ctrl *c, int peer) { return &c->slots[peer]; }
 static occl_slot *ack_slot(occl_ctrl *c, int nranks, int peer) { return &c->slots[nranks + peer]; }
@@ -306,16 +308,29 @@ static void cancel(occlComm_t comm, occl_xfer *x)
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
 {
     occlResult_t err = occlSuccess;
-    /* A network receive that reduces posts its later pieces as it goes: no
-     * other receive from that peer (same tag) may be posted meanwhile. */
-    for (int i = 0; i < n; i++)
-        if (x[i].kind == OCCL_XFER_RECV && x[i].reduce && !same_node(comm, x[i].peer))
-            for (int j = 0; j < n; j++)
-                if (j != i && x[j].kind == OCCL_XFER_RECV && x[j].peer == x[i].peer)
-                    return occl_fail(occlInternalError, "two receives from rank %d in one step, "
-                                                        "one reducing", x[i].peer);
+    /* A network receive that reduces posts its later pieces as it goes, and
+     * MPI matches a peer's messages (one tag per pair) in the order receives
+     * are posted: a later receive from that peer is queued until the one
+     * before it has posted all its pieces. Both ends list a pair's transfers
+     * in the same order, so the messages meet their receives. */
+    int *before = NULL;
+    for (int i = 0; i < n && err == occlSuccess; i++) {
+        x[i].state = XFER_START;
+        if (x[i].kind != OCCL_XFER_RECV || same_node(comm, x[i].peer))
+            continue;
+        for (int j = i - 1; j >= 0; j--)
+            if (x[j].kind == OCCL_XFER_RECV && x[j].peer == x[i].peer) {
+                if (!before && !(before = malloc((size_t)n * sizeof *before)))
+                    err = occl_fail(occlSystemError, "out of memory");
+                else
+                    before[i] = j;
+                x[i].state = XFER_QUEUED;
+                break;
+            }
+    }
     for (int i = 0; i < n && err == occlSuccess; i++)
-        err = start(comm, &x[i]);
+        if (x[i].state != XFER_QUEUED)
+            err = start(comm, &x[i]);
     uint64_t deadline = occl_deadline();
     unsigned idle = 0;
     for (int left = n; err == occlSuccess && left > 0;) {
@@ -323,6 +338,13 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
         /* Read the bell before looking, so a ring after the look wakes us. */
         uint32_t bell = atomic_load(&comm->ctrl->doorbell);
         for (int i = 0; i < n && err == occlSuccess; i++) {
+            if (x[i].state == XFER_QUEUED) {
+                const occl_xfer *b = &x[before[i]];
+                if (b->state == XFER_QUEUED || (b->state == XFER_WAIT && b->next_post < b->npieces))
+                    continue;
+                err = start(comm, &x[i]);
+                moved = true;
+            }
             if (x[i].state == XFER_START && post_send(comm, &x[i]))
                 moved = true;
             if (x[i].state == XFER_WAIT) {
@@ -363,6 +385,8 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
     }
     if (err != occlSuccess)
         for (int i = 0; i < n; i++)
-            cancel(comm, &x[i]);
+            if (x[i].state != XFER_QUEUED)
+                cancel(comm, &x[i]);
+    free(before);
     return err;
 }

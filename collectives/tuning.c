@@ -109,14 +109,25 @@ static int max_local(occlComm_t comm)
 
 /* Predicted microseconds of an all-reduce of `bytes` with algorithm a;
  * INFINITY where the planner should not pick it by itself. */
-static double allreduce_cost(occlComm_t comm, occl_algo a, double bytes)
+static double allreduce_cost(const occl_call *c, occl_algo a, double bytes)
 {
+    occlComm_t comm = c->comm;
     int n = comm->nranks, L = comm->nnodes, m = max_local(comm);
     bool net = L > 1;
-    double steps_log = ceil(log2(n));
     switch (a) {
     case OCCL_ALGO_RING: return 2.0 * (n - 1) * hop_us(net, bytes / n);
-    case OCCL_ALGO_TREE: return 2.0 * steps_log * hop_us(net, bytes) + 2.0 * bytes / (BETA_NODE_GBS * 1e3);
+    case OCCL_ALGO_TREE: {
+        /* The double binary tree: both halves at once, each up and down its
+         * tree in chunks; at a step a rank moves a chunk of each tree. */
+        double steps = 0, chunk = 0;
+        for (int t = 0; t < 2; t++) {
+            size_t lo, len, ce, nch, es = occl_type_size(c->type);
+            occl_tree_half(c->count, es, t, &lo, &len, &ce, &nch);
+            steps = fmax(steps, occl_tree_steps(&comm->trees, t, nch));
+            chunk = fmax(chunk, (double)(len < ce ? len : ce) * (double)es);
+        }
+        return steps * hop_us(net, 2.0 * chunk);
+    }
     case OCCL_ALGO_DIRECT:
         /* n-1 messages in and out at once, then an n-way reduction;
          * it keeps n copies of the buffer: only for small ones. */
@@ -138,15 +149,31 @@ static double allreduce_cost(occlComm_t comm, occl_algo a, double bytes)
 /* Reduce: a pipelined chain (n-1 links, then one chunk time per further
  * chunk) or a binary tree (each level waits for two children's whole
  * buffers). */
-static double reduce_cost(occlComm_t comm, occl_algo a, double bytes)
+static double reduce_cost(const occl_call *c, occl_algo a, double bytes)
 {
+    occlComm_t comm = c->comm;
     int n = comm->nranks;
     bool net = comm->nnodes > 1;
     double chunk = (double)occl_chain_chunk((size_t)bytes);
     double nchunks = ceil(bytes / chunk), piece = bytes < chunk ? bytes : chunk;
     switch (a) {
     case OCCL_ALGO_RING: return (n - 1 + (nchunks > 1 ? nchunks - 1 : 0)) * hop_us(net, piece);
-    case OCCL_ALGO_TREE: return ceil(log2(n)) * 2.0 * hop_us(net, bytes);
+    case OCCL_ALGO_TREE: {
+        /* Each half up its tree, re-rooted at the root, in chunks at once. */
+        occl_trees R;
+        if (occl_trees_reroot(&comm->trees, c->root, &R) != 0)
+            return INFINITY;
+        double steps = 0, piece_t = 0;
+        for (int t = 0; t < 2; t++) {
+            size_t lo, len, ce, nch, es = occl_type_size(c->type);
+            occl_tree_half(c->count, es, t, &lo, &len, &ce, &nch);
+            if (nch)
+                steps = fmax(steps, R.ready[(size_t)t * n + R.root[t]] + (double)nch - 1);
+            piece_t = fmax(piece_t, (double)(len < ce ? len : ce) * (double)es);
+        }
+        occl_trees_release(&R);
+        return steps * hop_us(net, 2.0 * piece_t);
+    }
     default: return INFINITY;
     }
 }
@@ -248,8 +275,8 @@ occl_algo occl_plan(const occl_call *c)
             continue;
         if (pick == OCCL_NUM_ALGOS)
             pick = (occl_algo)a; /* allowed: used even if the model would not pick it */
-        double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(comm, (occl_algo)a, bytes)
-                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(comm, (occl_algo)a, bytes)
+        double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(c, (occl_algo)a, bytes)
+                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(c, (occl_algo)a, bytes)
                                                      : 0;
         if (cost < INFINITY)
             cand |= 1u << a;

@@ -149,6 +149,33 @@ static void ring_rs_ag(vsim *v, const int *ring, int n, int p, size_t count, siz
     }
 }
 
+/* The double binary tree: each half up and down its tree in chunks, the
+ * steps occl_tree_allreduce_ops gives algorithms.c. */
+static void sched_double_tree(vsim *v, size_t count, size_t es, int rank)
+{
+    size_t lo[2], len[2], ce[2], nchunks[2];
+    for (int k = 0; k < 2; k++)
+        occl_tree_half(count, es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
+    occl_tree_op *ops = NULL;
+    int m = occl_tree_allreduce_ops(&v->comm->trees, rank, nchunks, &ops);
+    if (m < 0) {
+        v->oom = true;
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const occl_tree_op *o = &ops[i];
+        if (i == 0 || o->step != ops[i - 1].step)
+            step_begin(v, rank);
+        size_t first = o->chunk * ce[o->tree], left = len[o->tree] - first;
+        uint64_t bytes = (uint64_t)(left < ce[o->tree] ? left : ce[o->tree]) * es;
+        if (o->kind == OCCL_TREE_SEND_UP || o->kind == OCCL_TREE_SEND_DOWN)
+            add_send(v, rank, o->peer, bytes);
+        else
+            add_recv(v, rank, o->peer, bytes, o->kind == OCCL_TREE_RECV_UP);
+    }
+    free(ops);
+}
+
 static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
 {
     occlComm_t comm = v->comm;
@@ -158,22 +185,7 @@ static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
     for (int p = 0; p < n; p++) {
         int me = comm->ring[p];
         if (algo == OCCL_ALGO_TREE) {
-            for (int q = 2 * p + 1; q <= 2 * p + 2 && q < n; q++) {
-                step_begin(v, me);
-                add_recv(v, me, comm->ring[q], bytes, true);
-            }
-            if (p > 0) {
-                int parent = comm->ring[(p - 1) / 2];
-                step_begin(v, me);
-                add_send(v, me, parent, bytes);
-                step_begin(v, me);
-                add_recv(v, me, parent, bytes, false);
-            }
-            if (2 * p + 1 < n) {
-                step_begin(v, me);
-                for (int q = 2 * p + 1; q <= 2 * p + 2 && q < n; q++)
-                    add_send(v, me, comm->ring[q], bytes);
-            }
+            sched_double_tree(v, c->count, es, me);
         } else if (algo == OCCL_ALGO_DIRECT) {
             step_begin(v, me);
             for (int j = 0; j < n; j++)
@@ -260,22 +272,37 @@ static void sched_pipeline(vsim *v, const occl_call *c, bool reduce_chain)
     }
 }
 
+/* Reduce's double tree: the trees re-rooted at the root, each half up its
+ * tree in chunks (occl_tree_reduce_ops, as algorithms.c). */
 static void sched_reduce_tree(vsim *v, const occl_call *c)
 {
-    occlComm_t comm = v->comm;
-    int n = v->n, root_pos = pos_of(comm, c->root);
-    uint64_t bytes = (uint64_t)c->count * occl_type_size(c->type);
-    for (int p = 0; p < n; p++) {
-        int me = comm->ring[p], rel = (p - root_pos + n) % n;
-        for (int q = 2 * rel + 1; q <= 2 * rel + 2 && q < n; q++) {
-            step_begin(v, me);
-            add_recv(v, me, comm->ring[(q + root_pos) % n], bytes, true);
-        }
-        if (rel > 0) {
-            step_begin(v, me);
-            add_send(v, me, comm->ring[((rel - 1) / 2 + root_pos) % n], bytes);
-        }
+    size_t es = occl_type_size(c->type), lo[2], len[2], ce[2], nchunks[2];
+    for (int k = 0; k < 2; k++)
+        occl_tree_half(c->count, es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
+    occl_trees R;
+    if (occl_trees_reroot(&v->comm->trees, c->root, &R) != 0) {
+        v->oom = true;
+        return;
     }
+    for (int me = 0; me < v->n && !v->oom; me++) {
+        occl_tree_op *ops = NULL;
+        int m = occl_tree_reduce_ops(&R, me, nchunks, &ops);
+        if (m < 0)
+            v->oom = true;
+        for (int i = 0; i < m; i++) {
+            const occl_tree_op *o = &ops[i];
+            if (i == 0 || o->step != ops[i - 1].step)
+                step_begin(v, me);
+            size_t first = o->chunk * ce[o->tree], left = len[o->tree] - first;
+            uint64_t bytes = (uint64_t)(left < ce[o->tree] ? left : ce[o->tree]) * es;
+            if (o->kind == OCCL_TREE_SEND_UP)
+                add_send(v, me, o->peer, bytes);
+            else
+                add_recv(v, me, o->peer, bytes, true);
+        }
+        free(ops);
+    }
+    occl_trees_release(&R);
 }
 
 static void sched_ring_blocks(vsim *v, const occl_call *c, bool reduce)

@@ -347,19 +347,9 @@ static void add_child(or_topo_tree_vertex *v, int child)
         v->children[v->nchildren++] = child;
 }
 
-or_topo_status or_topo_trees(const or_topo *t, const int *devices, int n,
-                             or_topo_tree_vertex *trees, or_topo_error *err)
+void or_topo_trees_of_groups(const int *order, const int *gstart, int ngroups, int n,
+                             or_topo_tree_vertex *trees)
 {
-    ot_clear_error(err);
-    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
-    if (!order)
-        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
-    int *gstart = NULL, ngroups = 0;
-    or_topo_status rc = build_ring(t, devices, n, order, &gstart, &ngroups, err);
-    if (rc != OR_TOPO_OK) {
-        free(order);
-        return rc;
-    }
     for (int tree = 0; tree < 2; tree++) {
         or_topo_tree_vertex *T = trees + (size_t)tree * n;
         for (int i = 0; i < n; i++)
@@ -381,6 +371,22 @@ or_topo_status or_topo_trees(const or_topo *t, const int *devices, int n,
                 add_child(&T[head], order[gstart[c1]]);
         }
     }
+}
+
+or_topo_status or_topo_trees(const or_topo *t, const int *devices, int n,
+                             or_topo_tree_vertex *trees, or_topo_error *err)
+{
+    ot_clear_error(err);
+    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+    if (!order)
+        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    int *gstart = NULL, ngroups = 0;
+    or_topo_status rc = build_ring(t, devices, n, order, &gstart, &ngroups, err);
+    if (rc != OR_TOPO_OK) {
+        free(order);
+        return rc;
+    }
+    or_topo_trees_of_groups(order, gstart, ngroups, n, trees);
     free(order);
     free(gstart);
     return OR_TOPO_OK;

@@ -220,6 +220,12 @@ typedef struct or_topo_tree_vertex {
  * device i's place in tree t (t = 0, 1). With one node both are the chain. */
 or_topo_status or_topo_trees(const or_topo *topo, const int *devices, int n,
                              or_topo_tree_vertex *trees, or_topo_error *err);
+/* The same two trees over entries 0..n-1 already grouped by node and ordered:
+ * group g is order[gstart[g] .. gstart[g+1]) (its chain in that order), the
+ * groups in the order of the node tree. or_topo_trees is this over its ring;
+ * a caller that knows its nodes without a topology uses it directly. */
+void or_topo_trees_of_groups(const int *order, const int *gstart, int ngroups, int n,
+                             or_topo_tree_vertex *trees);
 
 #ifdef __cplusplus
 }

@@ -19,23 +19,19 @@
  * every other collective and algorithm costs at least one hop, and results
  * are right. Rank 0 prints every time (ns) for the determinism test.
  *
- * With `tree2:M` (OCCL_ALGO=tree, 2 nodes x M devices, one per process, every
- * path alike) only the tree all-reduce is timed, against the closed form of
- * NCCL's double binary tree: each half of S (S/2) goes up one tree and down
- * it in C chunks of K = S/(2C) (K: a quarter of the half, 1 to 16 MiB), both
- * trees at once, one chunk per link and step, so it takes as many steps as a
- * tree needs:
- *   up: a node's chain of M ranks reaches its head in M-1 steps; the root's
- *       head takes its own chain's partial, then the other node's, one step
- *       each: chunk 0 is reduced at the root after M steps (its last child
- *       sends at step M-1);
- *   down: it reaches the far node's last rank M steps later (head, then its
- *       chain of M-1);
- *   so chunk 0 ends at step 2M, and chunk j, pipelined, j steps later (at
- *   the deepest rank of a tree, which ends last; the slowest rank is checked):
- *   tree all-reduce     (2M + C - 1) (alpha + K / beta)
+ * With `tree2` (OCCL_ALGO=tree in the environment, 2 ranks on 2 nodes, the
+ * path between them alike both ways) only the tree all-reduce is timed,
+ * against the closed form of NCCL's double binary tree: each half of S (S/2)
+ * goes up one tree and down it in C chunks of K = S/(2C) (K: a quarter of the
+ * half, 1 to 16 MiB), both trees at once. Tree 0 is rooted at rank 0, tree 1
+ * at rank 1, so each direction of the link carries one tree's chunks up and
+ * the other's down: step 0 moves chunk 0 up each tree (K per direction),
+ * steps 1..C-1 move chunk j up and chunk j-1 down, which share the link (2K),
+ * and step C moves the last chunk down (K):
+ *   tree all-reduce     (C + 1) alpha + 2 C K / beta
+ * (each direction carries S in all: the tree moves what a ring of 2 moves).
  *
- * usage: occl_vtime {pix|net|path:NS,BYTES_PER_NS} [MiB [wall|tree2:M]]
+ * usage: occl_vtime {pix|net|path:NS,BYTES_PER_NS} [MiB [wall|tree2]]
  *        (env OPENREG_TIME=virtual, a100; path: every pair's path in a
  *        uniform OPENREG_TOPO has this latency and bandwidth;
  *        with `wall`, OPENREG_TIME=wall and only the calls and results)
@@ -126,8 +122,8 @@ int main(int argc, char **argv)
         CHECK(sscanf(argv[1] + 5, "%lf,%lf", &alpha, &beta) == 2 && alpha >= 0 && beta > 0);
     CHECK(mib >= 4 && mib % 4 == 0 && n >= 2);
     wall = argc > 3 && strcmp(argv[3], "wall") == 0;
-    int tree_m = argc > 3 && strncmp(argv[3], "tree2:", 6) == 0 ? atoi(argv[3] + 6) : 0;
-    CHECK(!tree_m || (tree_m >= 1 && n == 2 * tree_m));
+    int tree2 = argc > 3 && strcmp(argv[3], "tree2") == 0;
+    CHECK(!tree2 || n == 2);
     const char *mode = getenv("OPENREG_TIME");
     CHECK(mode && strcmp(mode, wall ? "wall" : "virtual") == 0);
 
@@ -154,13 +150,12 @@ int main(int argc, char **argv)
     double hops = 2.0 * (n - 1);
     long long t;
 
-    if (tree_m) { /* The double binary tree (OCCL_ALGO=tree in the environment). */
+    if (tree2) { /* The double binary tree (OCCL_ALGO=tree in the environment). */
         double half = (double)S / 2, K = half / 4;
         K = K < (1 << 20) ? (1 << 20) : K > (16 << 20) ? (16 << 20) : K;
         double C = ceil(half / K);
         TIME(t, occlAllReduce(send, recv, count, occlFloat, occlSum, comm, s));
-        /* The far node's last rank ends last (the others sooner). */
-        expect("allreduce tree (double binary)", t, (2.0 * tree_m + C - 1) * hop(K), SLOWEST);
+        expect("allreduce tree (double binary)", t, (C + 1) * alpha + 2 * C * K / beta, SLOWEST);
         CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
         for (size_t i = 0; i < count; i += 4097)
             CHECK(host[i] == (float)(n * (n + 1) / 2));

@@ -192,6 +192,9 @@ static void parse_setting(setting *s, const or_param *p, const char *accepted)
         s->value = 1;
         return;
     }
+    if (or_param_parse(p, s->text, &s->value) && p->kind == OR_PARAM_CHOICE_OR_FILE)
+        bad_usage("%s '%s' is not valid: expected %s; as a file: %s", s->option, s->text,
+                  accepted, *s->text ? or_config_file_problem(s->text) : "empty name");
     if (or_param_parse(p, s->text, &s->value))
         bad_usage("%s '%s' is not valid: expected %s", s->option, s->text, accepted);
     if (p->kind == OR_PARAM_CHOICE_OR_FILE && !p->choices[s->value]) {
@@ -400,8 +403,8 @@ static int plan_topology(const options *o, long long nd, job_topology *jt)
     long long how = 0;
     const char *ptext = ps->text ? ps->text : getenv("OPENREG_PLACEMENT");
     if (ptext && or_param_parse(param("OPENREG_PLACEMENT"), ptext, &how)) {
-        fprintf(stderr, "orrun: OPENREG_PLACEMENT='%s' is not valid: expected %s\n", ptext,
-                param("OPENREG_PLACEMENT")->accepted);
+        fprintf(stderr, "orrun: OPENREG_PLACEMENT='%s' is not valid: expected %s; as a file: %s\n",
+                ptext, param("OPENREG_PLACEMENT")->accepted, or_config_file_problem(ptext));
         return -1;
     }
     jt->placement = how;

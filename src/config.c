@@ -197,6 +197,9 @@ int or_config_load(or_config *cfg)
         /* Configuration errors are always shown: a silent default would hide them. */
         if (p->kind == OR_PARAM_TOPOLOGY)
             or_config_topology_error(env, stderr);
+        else if (p->kind == OR_PARAM_CHOICE_OR_FILE)
+            fprintf(stderr, "openreg: %s='%s' is not valid: expected %s; as a file: %s\n",
+                    p->name, env, p->accepted, or_config_file_problem(env));
         else
             fprintf(stderr, "openreg: %s='%s' is not valid: expected %s\n", p->name, env,
                     p->accepted);
@@ -209,6 +212,17 @@ int or_config_load(or_config *cfg)
         rc = -1;
     }
     return rc;
+}
+
+const char *or_config_file_problem(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return strerror(errno);
+    struct stat st;
+    bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    fclose(f);
+    return regular ? "readable" : "not a regular file";
 }
 
 void or_config_topology_error(const char *spec, FILE *f)

@@ -62,6 +62,9 @@ int or_param_parse(const or_param *p, const char *text, long long *value);
 /* Fill cfg from the environment (defaults where unset). On a bad value print
  * one message naming the variable and the accepted values, return -1. */
 int or_config_load(or_config *cfg);
+/* Why a CHOICE_OR_FILE value that is no choice is not a readable file:
+ * strerror's text, or "not a regular file". */
+const char *or_config_file_problem(const char *path);
 /* Print why OPENREG_TOPO=spec does not load: file, line and reason. */
 void or_config_topology_error(const char *spec, FILE *f);
 /* Parse a size like "512M", "4G", "1048576" (binary suffixes K, M, G, T). */

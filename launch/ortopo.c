@@ -6,6 +6,7 @@
  */
 #include "topo.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,11 +288,18 @@ int main(int argc, char **argv)
                 place.how = OR_TOPO_PLACE_PACKED;
             else if (strcasecmp(optarg, "spread") == 0)
                 place.how = OR_TOPO_PLACE_SPREAD;
-            else if (*optarg)
-                place.file = optarg;
             else {
-                fprintf(stderr, "ortopo: --placement is packed, spread or a file name\n");
-                return 2;
+                /* A name that is neither keyword nor file is a usage error;
+                 * what the file says is checked against the job later. */
+                FILE *f = *optarg ? fopen(optarg, "r") : NULL;
+                if (!f) {
+                    fprintf(stderr, "ortopo: --placement is packed, spread or a placement "
+                                    "file; '%s': %s\n",
+                            optarg, *optarg ? strerror(errno) : "empty name");
+                    return 2;
+                }
+                fclose(f);
+                place.file = optarg;
             }
             break;
         case OPT_PRESETS: {

@@ -113,9 +113,9 @@ static or_topo_status read_line(pf_reader *p, const char *s, size_t len, int lin
     while (i < len && is_blank(s[i]))
         i++;
     if (rank_end == start || i == len || s[i] != ':') {
-        size_t w = start;
-        while (w < len && !is_blank(s[w]))
-            w++;
+        size_t w = len;
+        while (w > start && is_blank(s[w - 1]))
+            w--;
         return ot_fail(p->err, OR_TOPO_ERR_SYNTAX, p->source, line, (int)start + 1,
                        "expected 'RANK: DEVICE...' (a rank number, a colon, then the rank's "
                        "devices), not '%.*s'",

@@ -27,6 +27,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -69,7 +70,7 @@ typedef struct {
     const char *text;   /* the option's value as given, NULL if not given */
     long long value;    /* parsed */
     char exported[32];  /* what the ranks get: canonical spelling */
-    char *file;         /* a file value (--placement FILE) made absolute, else NULL */
+    const char *file;   /* a file value (--placement FILE) made absolute, else NULL */
 } setting;
 
 enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, S_TOPO, S_PLACEMENT, S_TIME, NSETTINGS };
@@ -198,9 +199,11 @@ static void parse_setting(setting *s, const or_param *p, const char *accepted)
     if (or_param_parse(p, s->text, &s->value))
         bad_usage("%s '%s' is not valid: expected %s", s->option, s->text, accepted);
     if (p->kind == OR_PARAM_CHOICE_OR_FILE && !p->choices[s->value]) {
-        s->file = realpath(s->text, NULL);
-        if (!s->file)
+        /* One such option (--placement): its name can live here. */
+        static char absolute[PATH_MAX];
+        if (!realpath(s->text, absolute))
             bad_usage("%s '%s': %s", s->option, s->text, strerror(errno));
+        s->file = absolute;
         return;
     }
     if (p->kind == OR_PARAM_CHOICE || p->kind == OR_PARAM_CHOICE_OR_FILE)

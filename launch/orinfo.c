@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "topo.h"
 
 /* ---- growable text buffer ----------------------------------------------- */
 
@@ -490,11 +491,21 @@ static int probe_devices(device_info *devs, int ndevices)
     return rc;
 }
 
+/* The topology device this rank's device d is (OPENREG_TOPO), or NULL. */
+static const char *topology_device(int d)
+{
+    if (!or_cl.topo || !or_cl.topo_device)
+        return NULL;
+    int td = or_cl.topo_device[or_cl.first_device[or_cl.rank] + d];
+    return or_topo_vertex(or_cl.topo, or_topo_device_vertex(or_cl.topo, td)).id;
+}
+
 static void rank_text(buf *b, int rank, const char *host, bool this_host,
                       const device_info *devs, int ndevices)
 {
-    buf_printf(b, "rank %d: host %s, local rank %d of %d, %d device%s\n", rank, host,
-               or_rt.local_rank, or_rt.local_nranks, ndevices, plural(ndevices));
+    buf_printf(b, "rank %d: host %s, local rank %d of %d, virtual node %d of %d, %d device%s\n",
+               rank, host, or_rt.local_rank, or_rt.local_nranks, or_cl.node, or_cl.nnodes,
+               ndevices, plural(ndevices));
     if (!this_host)
         buf_printf(b, "  topology: not this host's (HWLOC_SYNTHETIC or HWLOC_XMLFILE); "
                       "compute threads stay unbound\n");
@@ -513,6 +524,10 @@ static void rank_text(buf *b, int rank, const char *host, bool this_host,
                    plural(p->asyncEngineCount));
         buf_printf(b, "    binding:  %s, bound to %s (%d of %d compute threads seen)\n", v->bind,
                    v->bound, v->workers_seen, p->multiProcessorCount);
+        if (topology_device(d))
+            buf_printf(b, "    topology: device %s of topology %s (OPENREG_TOPO)\n",
+                       topology_device(d),
+                       or_topo_name(or_cl.topo));
     }
 }
 
@@ -521,9 +536,10 @@ static void rank_json(buf *b, int rank, const char *host, bool this_host,
 {
     buf_printf(b, "      {\"rank\": %d, \"host\": ", rank);
     buf_json_str(b, host);
-    buf_printf(b, ", \"localRank\": %d, \"localRanks\": %d, \"topologyIsThisHost\": %s,\n"
+    buf_printf(b, ", \"localRank\": %d, \"localRanks\": %d, \"node\": %d, "
+                  "\"topologyIsThisHost\": %s,\n"
                   "       \"devices\": [\n",
-               or_rt.local_rank, or_rt.local_nranks, this_host ? "true" : "false");
+               or_rt.local_rank, or_rt.local_nranks, or_cl.node, this_host ? "true" : "false");
     for (int d = 0; d < ndevices; d++) {
         const device_info *v = &devs[d];
         const orDeviceProp *p = &v->prop;
@@ -541,7 +557,12 @@ static void rank_json(buf *b, int rank, const char *host, bool this_host,
                       "          \"boundCpuList\": ",
                    p->computeRateGflops, p->memoryBandwidthGBs);
         buf_json_str(b, v->bound);
-        buf_printf(b, ", \"threadsSeen\": %d}%s\n", v->workers_seen, d + 1 < ndevices ? "," : "");
+        buf_printf(b, ", \"threadsSeen\": %d, \"topologyDevice\": ", v->workers_seen);
+        if (topology_device(d))
+            buf_json_str(b, topology_device(d));
+        else
+            buf_printf(b, "null");
+        buf_printf(b, "}%s\n", d + 1 < ndevices ? "," : "");
     }
     buf_printf(b, "       ]}");
 }

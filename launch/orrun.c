@@ -27,6 +27,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -69,6 +70,7 @@ typedef struct {
     const char *text;   /* the option's value as given, NULL if not given */
     long long value;    /* parsed */
     char exported[32];  /* what the ranks get: canonical spelling */
+    const char *file;   /* a file value (--placement FILE) made absolute, else NULL */
 } setting;
 
 enum { S_DEVICES, S_RANKS_PER_NODE, S_BIND, S_PROFILE, S_TOPO, S_PLACEMENT, S_TIME, NSETTINGS };
@@ -110,7 +112,9 @@ static void usage(FILE *f)
             "                      ...), a synthetic string or an XML file; it decides\n"
             "                      the virtual nodes, so not with --ranks-per-node\n"
             "  --placement HOW     ranks on the topology's nodes (OPENREG_PLACEMENT):\n"
-            "                      packed (fill each node) or spread (round robin)\n"
+            "                      packed (fill each node), spread (round robin) or\n"
+            "                      a placement file: one 'RANK: DEVICE...' line per rank\n"
+            "                      (./packed for a file named packed)\n"
             "  --time MODE         clock of events and traces (OPENREG_TIME): wall or\n"
             "                      virtual (modelled, deterministic; docs/virtual-time.md)\n"
             "  --trace FILE        Chrome trace of every rank (OPENREG_TRACE): each rank\n"
@@ -166,9 +170,12 @@ static bool is_option(const char *arg, const char *name)
            (arg[len] == '\0' || (name[1] == '-' && arg[len] == '='));
 }
 
-/* What the ranks get: the canonical spelling, or a topology as given. */
+/* What the ranks get: the canonical spelling, a topology as given, or a
+ * file's absolute name (a rank that changes directory still finds it). */
 static const char *exported(const setting *s)
 {
+    if (s->file)
+        return s->file;
     return param(s->var)->kind == OR_PARAM_TOPOLOGY ? s->text : s->exported;
 }
 
@@ -186,9 +193,20 @@ static void parse_setting(setting *s, const or_param *p, const char *accepted)
         s->value = 1;
         return;
     }
+    if (or_param_parse(p, s->text, &s->value) && p->kind == OR_PARAM_CHOICE_OR_FILE)
+        bad_usage("%s '%s' is not valid: expected %s; as a file: %s", s->option, s->text,
+                  accepted, *s->text ? or_config_file_problem(s->text) : "empty name");
     if (or_param_parse(p, s->text, &s->value))
         bad_usage("%s '%s' is not valid: expected %s", s->option, s->text, accepted);
-    if (p->kind == OR_PARAM_CHOICE)
+    if (p->kind == OR_PARAM_CHOICE_OR_FILE && !p->choices[s->value]) {
+        /* One such option (--placement): its name can live here. */
+        static char absolute[PATH_MAX];
+        if (!realpath(s->text, absolute))
+            bad_usage("%s '%s': %s", s->option, s->text, strerror(errno));
+        s->file = absolute;
+        return;
+    }
+    if (p->kind == OR_PARAM_CHOICE || p->kind == OR_PARAM_CHOICE_OR_FILE)
         snprintf(s->exported, sizeof s->exported, "%s", p->choices[s->value]);
     else
         snprintf(s->exported, sizeof s->exported, "%lld", s->value);
@@ -197,13 +215,14 @@ static void parse_setting(setting *s, const or_param *p, const char *accepted)
 static void parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->s[S_DEVICES] = (setting){"-d", "OPENREG_DEVICES", NULL, 0, ""};
-    o->s[S_RANKS_PER_NODE] = (setting){"--ranks-per-node", "OPENREG_RANKS_PER_NODE", NULL, 0, ""};
-    o->s[S_BIND] = (setting){"--bind", "OPENREG_BIND", NULL, 0, ""};
-    o->s[S_PROFILE] = (setting){"--profile", "OPENREG_DEVICE_PROFILE", NULL, 0, ""};
-    o->s[S_TOPO] = (setting){"--topo", "OPENREG_TOPO", NULL, 0, ""};
-    o->s[S_PLACEMENT] = (setting){"--placement", "OPENREG_PLACEMENT", NULL, 0, ""};
-    o->s[S_TIME] = (setting){"--time", "OPENREG_TIME", NULL, 0, ""};
+    o->s[S_DEVICES] = (setting){"-d", "OPENREG_DEVICES", NULL, 0, "", NULL};
+    o->s[S_RANKS_PER_NODE] =
+        (setting){"--ranks-per-node", "OPENREG_RANKS_PER_NODE", NULL, 0, "", NULL};
+    o->s[S_BIND] = (setting){"--bind", "OPENREG_BIND", NULL, 0, "", NULL};
+    o->s[S_PROFILE] = (setting){"--profile", "OPENREG_DEVICE_PROFILE", NULL, 0, "", NULL};
+    o->s[S_TOPO] = (setting){"--topo", "OPENREG_TOPO", NULL, 0, "", NULL};
+    o->s[S_PLACEMENT] = (setting){"--placement", "OPENREG_PLACEMENT", NULL, 0, "", NULL};
+    o->s[S_TIME] = (setting){"--time", "OPENREG_TIME", NULL, 0, "", NULL};
 
     int i = 1;
     bool dashdash = false;
@@ -361,7 +380,8 @@ static void print_word(const char *w)
 typedef struct {
     or_topo *topo;
     char source[96];
-    or_topo_placement placement;
+    long long placement; /* an or_topo_placement, or OR_PLACEMENT_FILE */
+    const char *file;    /* the placement file, if one */
     int *device;  /* topology device of each rank's device */
     int *node_of; /* virtual node of each rank */
     int nodes_used;
@@ -386,11 +406,13 @@ static int plan_topology(const options *o, long long nd, job_topology *jt)
     long long how = 0;
     const char *ptext = ps->text ? ps->text : getenv("OPENREG_PLACEMENT");
     if (ptext && or_param_parse(param("OPENREG_PLACEMENT"), ptext, &how)) {
-        fprintf(stderr, "orrun: OPENREG_PLACEMENT='%s' is not valid: expected %s\n", ptext,
-                param("OPENREG_PLACEMENT")->accepted);
+        fprintf(stderr, "orrun: OPENREG_PLACEMENT='%s' is not valid: expected %s; as a file: %s\n",
+                ptext, param("OPENREG_PLACEMENT")->accepted, or_config_file_problem(ptext));
         return -1;
     }
-    jt->placement = (or_topo_placement)how;
+    jt->placement = how;
+    if (how == OR_PLACEMENT_FILE)
+        jt->file = ps->file ? ps->file : ptext;
     or_topo_error err;
     char msg[1024];
     if (or_topo_load(spec, jt->source, &jt->topo, &err) != OR_TOPO_OK) {
@@ -408,7 +430,18 @@ static int plan_topology(const options *o, long long nd, job_topology *jt)
         job_topology_free(jt);
         return -1;
     }
-    if (or_topo_place(jt->topo, (int)ranks, (int)nd, jt->placement, jt->device, &err)) {
+    if (jt->file) {
+        /* The whole file against this job, as every rank will check it. */
+        if (or_topo_place_file(jt->topo, jt->file, (int)ranks, (int)nd, jt->device, &err)) {
+            or_topo_error_format(&err, msg, sizeof msg);
+            fprintf(stderr, "orrun: %s: the placement file does not fit the job: %s\n",
+                    ps->text ? "--placement" : "OPENREG_PLACEMENT", msg);
+            free(number);
+            job_topology_free(jt);
+            return -1;
+        }
+    } else if (or_topo_place(jt->topo, (int)ranks, (int)nd, (or_topo_placement)jt->placement,
+                             jt->device, &err)) {
         fprintf(stderr, "orrun: the job does not fit: %s\n", err.message);
         free(number);
         job_topology_free(jt);
@@ -643,10 +676,12 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
     printf("orrun: dry run, nothing is launched\n");
     printf("ranks:     %lld on this host\n", ranks);
     if (jt.topo) {
-        printf("nodes:     %d virtual node%s: the nodes of topology %s (%s) that the job uses, "
-               "%s placement\n",
-               jt.nodes_used, plural(jt.nodes_used), or_topo_name(jt.topo), jt.source,
-               jt.placement == OR_TOPO_PLACE_SPREAD ? "spread" : "packed");
+        printf("nodes:     %d virtual node%s: the nodes of topology %s (%s) that the job uses, ",
+               jt.nodes_used, plural(jt.nodes_used), or_topo_name(jt.topo), jt.source);
+        if (jt.file)
+            printf("placement file %s\n", jt.file);
+        else
+            printf("%s placement\n", jt.placement == OR_TOPO_PLACE_SPREAD ? "spread" : "packed");
         printf("           (the topology has %d node%s, %d device%s)\n",
                or_topo_node_count(jt.topo), plural(or_topo_node_count(jt.topo)),
                or_topo_device_count(jt.topo), plural(or_topo_device_count(jt.topo)));

@@ -1,15 +1,17 @@
 /*
  * launch/ortopo.c - look at a cluster topology: the device matrix (path type
  * and bandwidth between every pair, like `nvidia-smi topo -m`), the
- * topology as XML, a validation of a file, and the rings and trees OCCL
- * builds on it.
+ * topology as XML, a validation of a file, the rings and trees OCCL
+ * builds on it, and the placement file of a job (a start for one's own).
  */
 #include "topo.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static void usage(FILE *f)
 {
@@ -25,9 +27,12 @@ static void usage(FILE *f)
             "  --check FILE         validate a topology file; errors name the line\n"
             "  --rings              print the ring OCCL builds for the job\n"
             "  --trees              print the two trees OCCL builds for the job\n"
-            "  --ranks N            ranks of the job (default: one per device)\n"
-            "  --devices-per-rank D devices each rank hosts (default 1)\n"
-            "  --placement P        packed or spread (default packed)\n"
+            "  --print-placement    print the job's placement file (one 'RANK: DEVICE...'\n"
+            "                       line per rank), e.g. to start one's own from spread\n"
+            "  -n, --ranks N        ranks of the job (default: as many as fit)\n"
+            "  -d, --devices-per-rank D  devices each rank hosts (default 1)\n"
+            "  --placement P        packed, spread or a placement file (default packed;\n"
+            "                       ./packed for a file named packed)\n"
             "  --presets            list the presets\n"
             "  -h, --help           this text\n"
             "\n"
@@ -121,10 +126,16 @@ static void print_paths(const or_topo *t)
     }
 }
 
+/* How the job is placed: packed, spread, or a file (how_file). */
+typedef struct {
+    or_topo_placement how;
+    const char *file;
+} job_placement;
+
 /* Rings and trees are over the job's devices: entry r*per_rank+d is rank r's
  * device d. Printed as job entries with their topology device. */
-static int print_job(const or_topo *t, int nranks, int per_rank, or_topo_placement how,
-                     int rings, int trees)
+static int print_job(const or_topo *t, int nranks, int per_rank, job_placement place,
+                     int rings, int trees, int placement_file)
 {
     or_topo_error err;
     int n = nranks * per_rank;
@@ -137,12 +148,33 @@ static int print_job(const or_topo *t, int nranks, int per_rank, or_topo_placeme
         rc = 1;
         goto out;
     }
-    if (or_topo_place(t, nranks, per_rank, how, dev, &err)) {
+    if (place.file ? or_topo_place_file(t, place.file, nranks, per_rank, dev, &err)
+                   : or_topo_place(t, nranks, per_rank, place.how, dev, &err)) {
         rc = report(&err);
         goto out;
     }
-    printf("job: %d rank%s x %d device%s, %s placement\n", nranks, nranks == 1 ? "" : "s",
-           per_rank, per_rank == 1 ? "" : "s", how == OR_TOPO_PLACE_SPREAD ? "spread" : "packed");
+    char what[512];
+    if (place.file)
+        snprintf(what, sizeof what, "placement file %s", place.file);
+    else
+        snprintf(what, sizeof what, "%s placement",
+                 place.how == OR_TOPO_PLACE_SPREAD ? "spread" : "packed");
+    if (placement_file) {
+        char comment[1024], *text;
+        size_t len;
+        snprintf(comment, sizeof comment, "%d rank%s x %d device%s on topology %s, %s",
+                 nranks, nranks == 1 ? "" : "s", per_rank, per_rank == 1 ? "" : "s",
+                 or_topo_name(t), what);
+        if (or_topo_write_placement(t, nranks, per_rank, dev, comment, &text, &len, &err)) {
+            rc = report(&err);
+            goto out;
+        }
+        fwrite(text, 1, len, stdout);
+        free(text);
+        goto out;
+    }
+    printf("job: %d rank%s x %d device%s, %s\n", nranks, nranks == 1 ? "" : "s", per_rank,
+           per_rank == 1 ? "" : "s", what);
     for (int r = 0; r < nranks; r++) {
         printf("  rank %d:", r);
         for (int d = 0; d < per_rank; d++)
@@ -213,7 +245,7 @@ static int parse_positive(const char *opt, const char *text, int *out)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_XML = 256, OPT_PATHS, OPT_CHECK, OPT_RINGS, OPT_TREES, OPT_RANKS, OPT_DPR,
+    enum { OPT_XML = 256, OPT_PATHS, OPT_CHECK, OPT_RINGS, OPT_TREES, OPT_PRINT_PLACEMENT,
            OPT_PLACEMENT, OPT_PRESETS };
     static const struct option options[] = {
         {"xml", no_argument, NULL, OPT_XML},
@@ -221,40 +253,53 @@ int main(int argc, char **argv)
         {"check", required_argument, NULL, OPT_CHECK},
         {"rings", no_argument, NULL, OPT_RINGS},
         {"trees", no_argument, NULL, OPT_TREES},
-        {"ranks", required_argument, NULL, OPT_RANKS},
-        {"devices-per-rank", required_argument, NULL, OPT_DPR},
+        {"print-placement", no_argument, NULL, OPT_PRINT_PLACEMENT},
+        {"ranks", required_argument, NULL, 'n'},
+        {"devices-per-rank", required_argument, NULL, 'd'},
         {"placement", required_argument, NULL, OPT_PLACEMENT},
         {"presets", no_argument, NULL, OPT_PRESETS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int xml = 0, paths = 0, rings = 0, trees = 0, nranks = 0, per_rank = 1;
+    int xml = 0, paths = 0, rings = 0, trees = 0, print_placement = 0, nranks = 0, per_rank = 1;
     const char *check = NULL;
-    or_topo_placement how = OR_TOPO_PLACE_PACKED;
+    job_placement place = {OR_TOPO_PLACE_PACKED, NULL};
     int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hn:d:", options, NULL)) != -1) {
         switch (c) {
         case OPT_XML: xml = 1; break;
         case OPT_PATHS: paths = 1; break;
         case OPT_CHECK: check = optarg; break;
         case OPT_RINGS: rings = 1; break;
         case OPT_TREES: trees = 1; break;
-        case OPT_RANKS:
+        case OPT_PRINT_PLACEMENT: print_placement = 1; break;
+        case 'n':
             if (parse_positive("--ranks", optarg, &nranks))
                 return 2;
             break;
-        case OPT_DPR:
+        case 'd':
             if (parse_positive("--devices-per-rank", optarg, &per_rank))
                 return 2;
             break;
         case OPT_PLACEMENT:
-            if (strcmp(optarg, "packed") == 0)
-                how = OR_TOPO_PLACE_PACKED;
-            else if (strcmp(optarg, "spread") == 0)
-                how = OR_TOPO_PLACE_SPREAD;
+            /* As OPENREG_PLACEMENT: a keyword in any case, else a file. */
+            place.file = NULL;
+            if (strcasecmp(optarg, "packed") == 0)
+                place.how = OR_TOPO_PLACE_PACKED;
+            else if (strcasecmp(optarg, "spread") == 0)
+                place.how = OR_TOPO_PLACE_SPREAD;
             else {
-                fprintf(stderr, "ortopo: --placement is packed or spread, not '%s'\n", optarg);
-                return 2;
+                /* A name that is neither keyword nor file is a usage error;
+                 * what the file says is checked against the job later. */
+                FILE *f = *optarg ? fopen(optarg, "r") : NULL;
+                if (!f) {
+                    fprintf(stderr, "ortopo: --placement is packed, spread or a placement "
+                                    "file; '%s': %s\n",
+                            optarg, *optarg ? strerror(errno) : "empty name");
+                    return 2;
+                }
+                fclose(f);
+                place.file = optarg;
             }
             break;
         case OPT_PRESETS: {
@@ -307,10 +352,11 @@ int main(int argc, char **argv)
         }
     } else if (paths) {
         print_paths(t);
-    } else if (rings || trees) {
+    } else if (rings || trees || print_placement) {
         if (nranks == 0)
             nranks = or_topo_device_count(t) / per_rank;
-        rc = print_job(t, nranks > 0 ? nranks : 1, per_rank, how, rings, trees);
+        rc = print_job(t, nranks > 0 ? nranks : 1, per_rank, place, rings, trees,
+                       print_placement);
     } else {
         print_matrix(t);
     }

@@ -154,7 +154,17 @@ static orError_t place_on_topology(const or_config *cfg, int nranks, const int *
         or_topo_free(t);
         return fail("out of memory%s", "");
     }
-    if (or_topo_place(t, nranks, nd, (or_topo_placement)cfg->placement, dev, &e) != OR_TOPO_OK) {
+    if (cfg->placement == OR_PLACEMENT_FILE) {
+        /* The user's own map, checked whole before any rank starts. */
+        if (or_topo_place_file(t, getenv("OPENREG_PLACEMENT"), nranks, nd, dev, &e) !=
+            OR_TOPO_OK) {
+            or_topo_error_format(&e, msg, sizeof msg);
+            free(dev);
+            or_topo_free(t);
+            return fail("OPENREG_PLACEMENT is not valid for this job: %s", msg);
+        }
+    } else if (or_topo_place(t, nranks, nd, (or_topo_placement)cfg->placement, dev, &e) !=
+               OR_TOPO_OK) {
         snprintf(msg, sizeof msg, "%s", e.message);
         free(dev);
         or_topo_free(t);

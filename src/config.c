@@ -7,15 +7,19 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 static const char *const bool_choices[] = {"0", "1", NULL};
 static const char *const debug_choices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
-/* Same order as or_topo_placement. */
+/* Same order as or_topo_placement; a file is OR_PLACEMENT_FILE, next. */
 static const char *const placement_choices[] = {"packed", "spread", NULL};
+_Static_assert(sizeof placement_choices / sizeof placement_choices[0] - 1 == OR_PLACEMENT_FILE,
+               "a placement file's value is the number of choices");
 /* Same order as or_bind_mode. */
 static const char *const bind_choices[] = {"core", "numa", "none", NULL};
 /* Same order as or_time_mode. */
@@ -66,9 +70,11 @@ static const or_param params[] = {
      "cluster topology: decides the virtual nodes (superseding OPENREG_RANKS_PER_NODE) and "
      "which topology device each device is; unset = no topology",
      0, 0, NULL, offsetof(or_config, topo)},
-    {"OPENREG_PLACEMENT", OR_PARAM_CHOICE, "packed", "packed or spread",
-     "with OPENREG_TOPO: ranks fill the topology's nodes one after the other (packed) or "
-     "round robin (spread)",
+    {"OPENREG_PLACEMENT", OR_PARAM_CHOICE_OR_FILE, "packed",
+     "packed, spread or a placement file (./packed for a file named packed)",
+     "with OPENREG_TOPO: ranks fill the topology's nodes one after the other (packed), go "
+     "round robin (spread), or take the topology devices a file gives each rank "
+     "(docs/topology.md#placement-files)",
      0, 0, placement_choices, offsetof(or_config, placement)},
 };
 
@@ -134,12 +140,22 @@ int or_param_parse(const or_param *p, const char *text, long long *value)
         v = 0;
         break;
     case OR_PARAM_CHOICE:
+    case OR_PARAM_CHOICE_OR_FILE: {
         for (v = 0; p->choices[v]; v++)
             if (strcasecmp(text, p->choices[v]) == 0)
                 break;
-        if (!p->choices[v])
+        if (p->choices[v])
+            break;
+        /* Only that it can be read: what it says is checked against the job. */
+        FILE *f = p->kind == OR_PARAM_CHOICE_OR_FILE && *text ? fopen(text, "r") : NULL;
+        struct stat st;
+        bool file = f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+        if (f)
+            fclose(f);
+        if (!file)
             return -1;
         break;
+    }
     case OR_PARAM_TOPOLOGY: {
         or_topo *t;
         if (or_topo_load(text, p->name, &t, NULL) != OR_TOPO_OK)
@@ -181,12 +197,32 @@ int or_config_load(or_config *cfg)
         /* Configuration errors are always shown: a silent default would hide them. */
         if (p->kind == OR_PARAM_TOPOLOGY)
             or_config_topology_error(env, stderr);
+        else if (p->kind == OR_PARAM_CHOICE_OR_FILE)
+            fprintf(stderr, "openreg: %s='%s' is not valid: expected %s; as a file: %s\n",
+                    p->name, env, p->accepted, or_config_file_problem(env));
         else
             fprintf(stderr, "openreg: %s='%s' is not valid: expected %s\n", p->name, env,
                     p->accepted);
         rc = -1;
     }
+    if (rc == 0 && cfg->placement == OR_PLACEMENT_FILE && !cfg->topo) {
+        fprintf(stderr, "openreg: OPENREG_PLACEMENT=%s is a placement file, which places ranks "
+                        "on a topology: set OPENREG_TOPO too\n",
+                getenv("OPENREG_PLACEMENT"));
+        rc = -1;
+    }
     return rc;
+}
+
+const char *or_config_file_problem(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return strerror(errno);
+    struct stat st;
+    bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    fclose(f);
+    return regular ? "readable" : "not a regular file";
 }
 
 void or_config_topology_error(const char *spec, FILE *f)

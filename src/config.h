@@ -22,18 +22,26 @@ typedef struct or_config {
     const char *trace;        /* OPENREG_TRACE, a file name, NULL = no trace */
     long long trace_buffer;   /* OPENREG_TRACE_BUFFER, records kept per thread */
     long long topo;           /* OPENREG_TOPO given and valid (the text stays in the env) */
-    long long placement;      /* OPENREG_PLACEMENT, an or_topo_placement */
+    long long placement;      /* OPENREG_PLACEMENT: an or_topo_placement, or
+                                 OR_PLACEMENT_FILE (the name stays in the env) */
 } or_config;
+
+/* cfg->placement for a placement file: one past packed and spread. */
+#define OR_PLACEMENT_FILE 2
 
 /* STRING: any non-empty text, kept as a const char * field (the environment's).
  * TOPOLOGY: a preset, synthetic string or XML file (topology/topo.h); the
- * value is 1 when it loads. */
+ * value is 1 when it loads.
+ * CHOICE_OR_FILE: one of the choices (any case), else the name of a readable
+ * regular file, whose value is the number of choices (the name stays in the
+ * environment; "./packed" is a file named like a choice). */
 typedef enum {
     OR_PARAM_INT,
     OR_PARAM_SIZE,
     OR_PARAM_CHOICE,
     OR_PARAM_STRING,
-    OR_PARAM_TOPOLOGY
+    OR_PARAM_TOPOLOGY,
+    OR_PARAM_CHOICE_OR_FILE
 } or_param_kind;
 
 typedef struct or_param {
@@ -54,6 +62,9 @@ int or_param_parse(const or_param *p, const char *text, long long *value);
 /* Fill cfg from the environment (defaults where unset). On a bad value print
  * one message naming the variable and the accepted values, return -1. */
 int or_config_load(or_config *cfg);
+/* Why a CHOICE_OR_FILE value that is no choice is not a readable file:
+ * strerror's text, or "not a regular file". */
+const char *or_config_file_problem(const char *path);
 /* Print why OPENREG_TOPO=spec does not load: file, line and reason. */
 void or_config_topology_error(const char *spec, FILE *f);
 /* Parse a size like "512M", "4G", "1048576" (binary suffixes K, M, G, T). */

@@ -195,6 +195,27 @@ or_topo_status or_topo_check_fit(const or_topo *topo, int nranks, int devices_pe
 or_topo_status or_topo_place(const or_topo *topo, int nranks, int devices_per_rank,
                              or_topo_placement how, int *rank_device, or_topo_error *err);
 
+/* A placement file: the user's own rank_device, one line per rank,
+ * "RANK: DEVICE DEVICE ..." (a DEVICE is a device id of the topology, or an
+ * index, 5 or D5), '#' comments, blank lines (docs/topology.md). Checked
+ * whole against the job: every rank 0..nranks-1 exactly once, each with
+ * devices_per_rank devices of one node, no device twice. Errors name the
+ * line and column. rank_device is written only on success. `source` names
+ * the text in messages (may be NULL). */
+or_topo_status or_topo_place_text(const or_topo *topo, const char *text, size_t len,
+                                  const char *source, int nranks, int devices_per_rank,
+                                  int *rank_device, or_topo_error *err);
+/* The same from a file (OR_TOPO_ERR_IO when it cannot be read). */
+or_topo_status or_topo_place_file(const or_topo *topo, const char *path, int nranks,
+                                  int devices_per_rank, int *rank_device, or_topo_error *err);
+/* The placement file of rank_device (e.g. what or_topo_place gave), device
+ * ids by name, after `comment` (may be NULL; each of its lines becomes a '#'
+ * line). or_topo_place_text of the result gives rank_device back. *out is
+ * malloc'ed, NUL-terminated. */
+or_topo_status or_topo_write_placement(const or_topo *topo, int nranks, int devices_per_rank,
+                                       const int *rank_device, const char *comment, char **out,
+                                       size_t *len, or_topo_error *err);
+
 /* ---- rings and trees ---------------------------------------------------- */
 
 /* One ring through the given devices (entries of `devices` are topology

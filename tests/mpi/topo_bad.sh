@@ -1,7 +1,7 @@
 #!/bin/sh
-# OPENREG_TOPO that is not valid, or a job that does not fit it: every rank's
-# first call fails with a message naming the problem, before any rank starts
-# work, and none hangs.
+# OPENREG_TOPO that is not valid, a job that does not fit it, or a placement
+# file that does not fit the job: every rank's first call fails with a
+# message naming the problem, before any rank starts work, and none hangs.
 set -eu
 out=$(mktemp)
 failed=0
@@ -39,6 +39,18 @@ run "the job does not fit: 3 ranks x 4 devices need 12 devices; topology 'dgx-a1
     OPENREG_TOPO=dgx-a100 OPENREG_DEVICES=4
 run "a rank's devices are in one node" OPENREG_TOPO="nodes:2 devices:3" OPENREG_DEVICES=2
 run "OPENREG_PLACEMENT='diagonal' is not valid" OPENREG_TOPO=dgx-a100 OPENREG_PLACEMENT=diagonal
+# Placement files: checked whole by every rank before any starts work.
+pl=${srcdir:-$(dirname "$0")/../..}/tests/topology/placement
+run "OPENREG_PLACEMENT is not valid for this job: .*device-twice.txt:4:12: device n0.dev1 (D1) is used twice" \
+    OPENREG_TOPO="nodes:2 devices:4" OPENREG_DEVICES=2 OPENREG_PLACEMENT="$pl/bad/device-twice.txt"
+run "nodes2x4-4x2.txt:6:2: rank 3 is not in the job: it has 3 ranks (0 to 2)" \
+    OPENREG_TOPO="nodes:2 devices:4" OPENREG_DEVICES=2 OPENREG_PLACEMENT="$pl/good/nodes2x4-4x2.txt"
+run "nodes2x4-4x2.txt:4:12: rank 1 has more than 1 device" \
+    OPENREG_TOPO="nodes:2 devices:4" OPENREG_DEVICES=1 OPENREG_PLACEMENT="$pl/good/nodes2x4-4x2.txt"
+run "OPENREG_PLACEMENT='$out.none' is not valid: expected packed, spread or a placement file .*; as a file: No such file" \
+    OPENREG_TOPO="nodes:2 devices:4" OPENREG_PLACEMENT="$out.none"
+run "is a placement file, which places ranks on a topology: set OPENREG_TOPO too" \
+    OPENREG_PLACEMENT="$pl/good/nodes2x4-4x2.txt"
 rm -f "$out" "$out.bad.xml"
 echo "topo bad: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

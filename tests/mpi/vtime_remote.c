@@ -7,9 +7,11 @@
  * within one (docs/virtual-time.md), or with OPENREG_TOPO the topology's
  * path, whose latency and bandwidth the test is given (--peer and --net,
  * written from docs/topology.md). The data must arrive in either mode.
+ * --nodes checks each rank's virtual node first (a placement file's), so
+ * that the costs above are those of the intended paths.
  *
  * usage: vtime_remote BYTES [--skip-atexit] [--peer NS,BPS] [--net NS,BPS]
- *        (2 or more ranks)
+ *        [--nodes N0,N1,...]  (2 or more ranks)
  * The program initializes and finalizes MPI itself; with --skip-atexit it
  * leaves with _exit right after MPI_Finalize, so its trace must have been
  * written by the runtime's MPI_Finalize hook.
@@ -36,6 +38,7 @@ int main(int argc, char **argv)
     long long bytes = argc > 1 ? atoll(argv[1]) : 1 << 20;
     int skip_atexit = 0;
     long long peer_ns = PEER_NS, peer_bps = PEER_BPS, net_ns = NET_NS, net_bps = NET_BPS;
+    const char *nodes = NULL;
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     for (int i = 2; i < argc; i++) {
@@ -45,12 +48,28 @@ int main(int argc, char **argv)
             CHECK(sscanf(argv[++i], "%lld,%lld", &peer_ns, &peer_bps) == 2);
         else if (strcmp(argv[i], "--net") == 0 && i + 1 < argc)
             CHECK(sscanf(argv[++i], "%lld,%lld", &net_ns, &net_bps) == 2);
+        else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
+            nodes = argv[++i];
         else
-            CHECK(!"usage: vtime_remote BYTES [--skip-atexit] [--peer NS,BPS] [--net NS,BPS]");
+            CHECK(!"usage: vtime_remote BYTES [--skip-atexit] [--peer NS,BPS] [--net NS,BPS] "
+                   "[--nodes N0,N1,...]");
     }
     orClusterInfo ci;
     CHECK_OR(orGetClusterInfo(&ci));
     CHECK(ci.nranks >= 2 && bytes > 0 && bytes % 4 == 0 && peer_bps > 0 && net_bps > 0);
+    if (nodes) {
+        const char *p = nodes;
+        for (int r = 0; r < ci.rank; r++) {
+            p = strchr(p, ',');
+            CHECK(p != NULL);
+            p++;
+        }
+        if (atoi(p) != ci.node) {
+            fprintf(stderr, "rank %d: virtual node %d, expected %d (--nodes %s)\n", ci.rank,
+                    ci.node, atoi(p), nodes);
+            CHECK(0);
+        }
+    }
     const char *mode = getenv("OPENREG_TIME");
     int virtual_time = mode && strcmp(mode, "virtual") == 0;
     int next = (ci.rank + 1) % ci.nranks, prev = (ci.rank + ci.nranks - 1) % ci.nranks;

@@ -64,6 +64,14 @@ if command -v mpiexec >/dev/null 2>&1; then
     order=$(grep '^rank ' "$tmp/out" | cut -d: -f1 | tr '\n' ' ')
     expect "mpiexec -n 2 shows rank 0 and rank 1 in order" [ "$order" = "rank 0 rank 1 " ]
     expect "mpiexec -n 2: local ranks from the launcher" has '^rank 1: .*local rank 1 of 2,'
+    # The runtime's own placement on a topology: a file's nodes and devices.
+    printf '0: n1.dev1\n1: n0.dev0\n' >"$tmp/placement"
+    run mpiexec -n 2 env OPENREG_DEVICES=1 OPENREG_TOPO="nodes:2 devices:2" \
+        OPENREG_PLACEMENT="$tmp/placement" "$ORINFO"
+    expect "a placement file: rank 0 on virtual node 1, rank 1 on node 0" \
+        has_all '^rank 0: .*virtual node 1 of 2,' '^rank 1: .*virtual node 0 of 2,'
+    expect "a placement file: each rank's topology device" \
+        has_all '^    topology: device n1.dev1 of' '^    topology: device n0.dev0 of'
     if $have_python; then
         run mpiexec -n 2 "$ORINFO" --json
         n=$(json_devices 2>>"$tmp/err") || n=invalid

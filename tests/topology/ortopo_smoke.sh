@@ -1,7 +1,7 @@
 #!/bin/sh
 # ortopo_smoke.sh - end-to-end checks of launch/ortopo: the matrix of a
 # preset, XML that round-trips through --xml and --check, line-precise
-# errors, rings and trees, and the exit status of bad topologies and options.
+# errors, rings and trees, placement files, and the exit status of bad topologies and options.
 #
 # 'make check' runs it from the build directory. ORTOPO names the program
 # (default ./launch/ortopo); srcdir, exported by Automake, locates the test
@@ -89,9 +89,29 @@ expect 0 '^tree 1:' -- "$ORTOPO" --trees dgx-a100x2
 expect 1 '9 ranks x 1 devices need 9 devices' -- "$ORTOPO" --rings --ranks 9 dgx-a100
 expect 1 "a rank's devices are in one node" -- "$ORTOPO" --trees --ranks 3 --devices-per-rank 2 "nodes:2 devices:3"
 
+# Placement files: --print-placement writes packed and spread as a file,
+# which --placement reads back to the same job; a file places ranks where it
+# says, and a bad one is refused with its line and column.
+pl=$srcdir/tests/topology/placement
+expect 0 '^1: n1.gpu0 n1.gpu1$' -- "$ORTOPO" --print-placement --placement spread -n 4 -d 2 dgx-a100x2
+"$ORTOPO" --print-placement --placement spread -n 4 -d 2 dgx-a100x2 >"$tmp/spread.txt" 2>&1
+"$ORTOPO" --rings --placement spread -n 4 -d 2 dgx-a100x2 >"$tmp/a" 2>&1
+"$ORTOPO" --rings --placement "$tmp/spread.txt" -n 4 -d 2 dgx-a100x2 >"$tmp/b" 2>&1
+if grep -q '^ring: r0.0(D0) r0.1(D1) r2.0(D2)' "$tmp/a" &&
+    [ "$(grep -v '^job:' "$tmp/a")" = "$(grep -v '^job:' "$tmp/b")" ]; then
+    ok
+else
+    ko "the spread job read back from its placement file differs"; cat "$tmp/a" "$tmp/b" >&2
+fi
+expect 0 'job: 4 ranks x 2 devices, placement file .*nodes2x4-4x2.txt' -- "$ORTOPO" --rings --placement "$pl/good/nodes2x4-4x2.txt" -n 4 -d 2 "nodes:2 devices:4"
+expect 0 '^  rank 1: D4\(node 1\) D5\(node 1\)$' -- "$ORTOPO" --rings --placement "$pl/good/nodes2x4-4x2.txt" -n 4 -d 2 "nodes:2 devices:4"
+expect 0 '^3: n1.dev2 n1.dev3$' -- "$ORTOPO" --print-placement --placement "$pl/good/nodes2x4-4x2.txt" -n 4 -d 2 "nodes:2 devices:4"
+expect 1 "^ortopo: .*device-twice.txt:4:12: device n0.dev1 \(D1\) is used twice" -- "$ORTOPO" --trees --placement "$pl/bad/device-twice.txt" -n 4 -d 2 "nodes:2 devices:4"
+expect 1 "across-nodes.txt:3:12: rank 1's devices are on different nodes" -- "$ORTOPO" --print-placement --placement "$pl/bad/across-nodes.txt" -n 4 -d 2 "nodes:2 devices:4"
+
 # Usage errors exit 2.
 expect 2 'no topology' -- "$ORTOPO"
-expect 2 'packed or spread' -- "$ORTOPO" --rings --placement diagonal full4
+expect 2 "packed, spread or a placement file; 'diagonal': No such file" -- "$ORTOPO" --rings --placement diagonal full4
 expect 2 'whole number' -- "$ORTOPO" --rings --ranks 0 full4
 expect 2 'one topology at a time' -- "$ORTOPO" nodes:2 devices:4
 expect 2 'usage' -- "$ORTOPO" --bogus

@@ -67,7 +67,10 @@ int main(int argc, char **argv)
     const char *t = getenv("OCCL_TIMEOUT_MS");
     bool ok = (sync == orErrorTimeout || sync == orErrorRemote) &&
               (async == occlTimeout || async == occlRemoteError) &&
-              waited <= (t ? atof(t) / 1000.0 : 300.0) + 1.0;
+              /* Slack for a loaded host, whose threads may start late; without
+               * the timeout the survivors would wait for the stopped victim
+               * until the harness's 60 s limit. */
+              waited <= (t ? atof(t) / 1000.0 : 300.0) + 10.0;
     occlResult_t aborted = occlCommAbort(comm);
     ok = ok && aborted == occlSuccess;
     char path[512];

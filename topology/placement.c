@@ -264,41 +264,12 @@ or_topo_status or_topo_place_file(const or_topo *t, const char *path, int nranks
                                   int *rank_device, or_topo_error *err)
 {
     ot_clear_error(err);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ot_fail(err, OR_TOPO_ERR_IO, path, 0, 0, "cannot open the placement file: %s",
-                       strerror(errno));
-    size_t cap = 1 << 12, len = 0;
-    char *buf = malloc(cap);
-    or_topo_status rc = OR_TOPO_OK;
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len < cap) {
-            if (ferror(f))
-                rc = ot_fail(err, OR_TOPO_ERR_IO, path, 0, 0,
-                             "cannot read the placement file: %s", strerror(errno));
-            break;
-        }
-        if (cap > MAX_PLACEMENT_BYTES) {
-            rc = ot_fail(err, OR_TOPO_ERR_LIMIT, path, 0, 0, "file larger than %u MiB",
-                         MAX_PLACEMENT_BYTES >> 20);
-            break;
-        }
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    fclose(f);
-    if (!buf)
-        return ot_fail(err, OR_TOPO_ERR_NOMEM, path, 0, 0, "out of memory");
-    if (rc == OR_TOPO_OK)
-        rc = or_topo_place_text(t, buf, len, path, nranks, per_rank, rank_device, err);
+    char *buf;
+    size_t len;
+    or_topo_status rc = ot_read_file(path, "the placement file", MAX_PLACEMENT_BYTES, &buf, &len, err);
+    if (rc != OR_TOPO_OK)
+        return rc;
+    rc = or_topo_place_text(t, buf, len, path, nranks, per_rank, rank_device, err);
     free(buf);
     return rc;
 }

@@ -1,9 +1,11 @@
 /* topology/topo.c - the topology record: building, validation, paths, reading. */
 #include "topo_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,51 @@ void ot_clear_error(or_topo_error *err)
 {
     if (err)
         memset(err, 0, sizeof *err);
+}
+
+or_topo_status ot_read_file(const char *path, const char *what, size_t limit, char **buf,
+                            size_t *len, or_topo_error *err)
+{
+    const char *sp = what ? " " : "", *name = what ? what : "";
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ot_fail(err, OR_TOPO_ERR_IO, path, 0, 0, "cannot open%s%s: %s", sp, name,
+                       strerror(errno));
+    size_t cap = 1 << 12, n = 0;
+    char *b = malloc(cap);
+    or_topo_status rc = OR_TOPO_OK;
+    while (rc == OR_TOPO_OK) {
+        if (!b) {
+            rc = ot_fail(err, OR_TOPO_ERR_NOMEM, path, 0, 0, "out of memory");
+            break;
+        }
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap) { /* end of file, or an error */
+            if (ferror(f))
+                rc = ot_fail(err, OR_TOPO_ERR_IO, path, 0, 0, "cannot read%s%s: %s", sp, name,
+                             strerror(errno));
+            break;
+        }
+        if (cap > limit) {
+            rc = ot_fail(err, OR_TOPO_ERR_LIMIT, path, 0, 0, "file larger than %zu MiB", limit >> 20);
+            break;
+        }
+        char *bigger = realloc(b, cap * 2);
+        if (!bigger)
+            free(b);
+        b = bigger;
+        cap *= 2;
+    }
+    fclose(f);
+    if (rc != OR_TOPO_OK) {
+        free(b);
+        return rc;
+    }
+    *buf = b;
+    *len = n;
+    return OR_TOPO_OK;
 }
 
 or_topo_status ot_fail(or_topo_error *err, or_topo_status code, const char *source, int line,

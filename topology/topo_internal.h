@@ -70,6 +70,12 @@ or_topo_status ot_fail(or_topo_error *err, or_topo_status code, const char *sour
                        int column, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 void ot_clear_error(or_topo_error *err);
+/* Read the whole file `path` (at most `limit` bytes) into *buf (malloc'd,
+ * len bytes, not terminated). `what` names it in messages ("the placement
+ * file"; NULL: nothing). OR_TOPO_OK, or ERR_IO, ERR_LIMIT, ERR_NOMEM with
+ * *buf NULL. */
+or_topo_status ot_read_file(const char *path, const char *what, size_t limit, char **buf,
+                            size_t *len, or_topo_error *err);
 
 or_topo *ot_new(const char *name, const char *source);
 or_topo_status ot_set_name(or_topo *t, const char *name, or_topo_error *err);

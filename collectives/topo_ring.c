@@ -13,8 +13,8 @@
 
 #include "topo.h"
 
-int occl_topo_ring(const struct or_topo *topo, const int *rank_device, int nranks, int *ring,
-                   char *why, size_t why_size)
+int occl_topo_check_devices(const struct or_topo *topo, const int *rank_device, int nranks,
+                            char *why, size_t why_size)
 {
     if (!topo || nranks < 1) {
         snprintf(why, why_size, "no topology or no ranks");
@@ -26,19 +26,28 @@ int occl_topo_ring(const struct or_topo *topo, const int *rank_device, int nrank
         snprintf(why, why_size, "out of memory");
         return -1;
     }
-    for (int r = 0; r < nranks; r++) {
+    int rc = 0;
+    for (int r = 0; r < nranks && rc == 0; r++) {
         int d = rank_device[r];
         if (d < 0 || d >= ndev || seen[d]) {
             snprintf(why, why_size,
                      d < 0 || d >= ndev ? "rank %d's device %d is not in the topology"
                                         : "rank %d shares topology device %d with another rank",
                      r, d);
-            free(seen);
-            return -1;
+            rc = -1;
+        } else {
+            seen[d] = 1;
         }
-        seen[d] = 1;
     }
     free(seen);
+    return rc;
+}
+
+int occl_topo_ring(const struct or_topo *topo, const int *rank_device, int nranks, int *ring,
+                   char *why, size_t why_size)
+{
+    if (occl_topo_check_devices(topo, rank_device, nranks, why, why_size) != 0)
+        return -1;
     or_topo_error err;
     if (or_topo_ring(topo, rank_device, nranks, ring, &err) != OR_TOPO_OK) {
         or_topo_error_format(&err, why, why_size);

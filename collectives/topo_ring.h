@@ -19,6 +19,12 @@ struct or_topo;
 int occl_topo_ring(const struct or_topo *topo, const int *rank_device, int nranks, int *ring,
                    char *why, size_t why_size);
 
+/* 0 if every rank names its own device of the topology (as the ring and the
+ * trees need), else -1 with the reason in why: no topology or no ranks, a
+ * device out of range, two ranks on one device, out of memory. */
+int occl_topo_check_devices(const struct or_topo *topo, const int *rank_device, int nranks,
+                            char *why, size_t why_size);
+
 /* Times the ring goes from one node to another, closing hop included. */
 int occl_topo_ring_crossings(const struct or_topo *topo, const int *rank_device, const int *ring,
                              int nranks);

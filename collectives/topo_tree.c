@@ -11,6 +11,7 @@
 
 #include "occl_internal.h"
 #include "topo.h"
+#include "topo_ring.h"
 
 static void from_topo_vertices(const or_topo_tree_vertex *tv, int n, occl_tree_vertex *trees)
 {
@@ -24,40 +25,21 @@ static void from_topo_vertices(const or_topo_tree_vertex *tv, int n, occl_tree_v
 int occl_topo_trees(const struct or_topo *topo, const int *rank_device, int nranks,
                     occl_tree_vertex *trees, char *why, size_t why_size)
 {
-    if (!topo || nranks < 1) {
-        snprintf(why, why_size, "no topology or no ranks");
+    if (occl_topo_check_devices(topo, rank_device, nranks, why, why_size) != 0)
         return -1;
-    }
-    int ndev = or_topo_device_count(topo);
-    char *seen = calloc((size_t)ndev, 1);
     or_topo_tree_vertex *tv = malloc(2 * (size_t)nranks * sizeof *tv);
-    if (!seen || !tv) {
-        free(seen);
-        free(tv);
+    if (!tv) {
         snprintf(why, why_size, "out of memory");
         return -1;
     }
     int rc = 0;
-    for (int r = 0; r < nranks && rc == 0; r++) {
-        int d = rank_device[r];
-        if (d < 0 || d >= ndev || seen[d]) {
-            snprintf(why, why_size,
-                     d < 0 || d >= ndev ? "rank %d's device %d is not in the topology"
-                                        : "rank %d shares topology device %d with another rank",
-                     r, d);
-            rc = -1;
-        } else {
-            seen[d] = 1;
-        }
-    }
     or_topo_error err;
-    if (rc == 0 && or_topo_trees(topo, rank_device, nranks, tv, &err) != OR_TOPO_OK) {
+    if (or_topo_trees(topo, rank_device, nranks, tv, &err) != OR_TOPO_OK) {
         or_topo_error_format(&err, why, why_size);
         rc = -1;
-    }
-    if (rc == 0)
+    } else {
         from_topo_vertices(tv, nranks, trees);
-    free(seen);
+    }
     free(tv);
     return rc;
 }

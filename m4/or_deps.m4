@@ -43,60 +43,57 @@ AC_DEFUN([OR_ENABLE_SANITIZERS], [
   AM_CONDITIONAL([ENABLE_SANITIZERS], [test "x$enable_sanitizers" = xyes])
 ])
 
-# PyTorch: the torch_openreg extension (backend/) builds when a Python with
-# torch is found. --with-torch=PYTHON names the interpreter, --without-torch
-# skips the extension; the default probes /usr/bin/python3 quietly. Under
+# PyTorch: the torch_openreg extension (backend/) is part of the build unless
+# --without-torch says otherwise; a Python that cannot build it stops
+# configure with the reason (never a quiet skip). --with-torch=PYTHON names
+# the interpreter; the default is $PYTHON, else the venv scripts/setup.sh
+# makes (.venv/bin/python of the source tree), else python3. Under
 # --enable-sanitizers the default is off: an ASan-built Python extension only
 # loads into an interpreter started with libasan preloaded.
 AC_DEFUN([OR_CHECK_TORCH], [
   AC_ARG_WITH([torch],
     [AS_HELP_STRING([--with-torch@<:@=PYTHON@:>@],
-      [build the torch_openreg PyTorch extension with PYTHON (default: /usr/bin/python3 when it has torch)])],
-    [], [with_torch=auto])
+      [build the torch_openreg PyTorch extension with PYTHON (default: yes, with $PYTHON, SRCDIR/.venv/bin/python or python3)])],
+    [], [with_torch=default])
   have_torch=no
+  or_default_python() {
+    if test -n "$PYTHON"; then echo "$PYTHON"
+    elif test -x "$srcdir/.venv/bin/python"; then (cd "$srcdir" && echo "`pwd`/.venv/bin/python")
+    else echo python3; fi
+  }
   AS_CASE([$with_torch],
     [no], [],
-    [yes], [TORCH_PYTHON=/usr/bin/python3],
-    [auto], [AS_IF([test "x$enable_sanitizers" = xyes],
-               [AC_MSG_NOTICE([sanitizer build: torch_openreg not built (use --with-torch to force it)])
-                with_torch=no],
-               [TORCH_PYTHON=/usr/bin/python3])],
+    [yes], [TORCH_PYTHON=`or_default_python`],
+    [default], [AS_IF([test "x$enable_sanitizers" = xyes],
+                 [AC_MSG_NOTICE([sanitizer build: torch_openreg is not built (--with-torch builds it)])
+                  with_torch=no],
+                 [TORCH_PYTHON=`or_default_python`])],
     [TORCH_PYTHON=$with_torch])
   AS_IF([test "x$with_torch" != xno], [
-    AC_MSG_CHECKING([for torch in $TORCH_PYTHON])
+    AC_MSG_CHECKING([for torch and its C++ extension builder in $TORCH_PYTHON])
     or_torch_probe='
-import shlex, sysconfig, torch, torch.utils.cpp_extension as ext
-incs = @<:@sysconfig.get_paths()@<:@"include"@:>@@:>@ + ext.include_paths()
-print("TORCH_VERSION=%s" % torch.__version__)
-print("TORCH_INCLUDES=%s" % shlex.quote(" ".join("-isystem " + p for p in incs)))
-print("TORCH_LIBDIR=%s" % shlex.quote(ext.library_paths()@<:@0@:>@))
-print("TORCH_CXX11_ABI=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
-base = "@S|@{prefix}"
-print("or_torch_pydir=%s" % shlex.quote(sysconfig.get_path("platlib", "posix_prefix", vars=dict(base=base, platbase=base))))
+import sys
+try:
+    import torch
+except Exception as e:
+    sys.exit("cannot import torch (%s)" % e)
+try:
+    import torch.utils.cpp_extension
+except Exception as e:
+    sys.exit("torch %s cannot build extensions: torch.utils.cpp_extension fails to import (%s)" % (torch.__version__, e))
+v = tuple(int(p) for p in torch.__version__.split("+")@<:@0@:>@.split(".")@<:@:2@:>@)
+if v < (2, 13):
+    sys.exit("torch %s is too old: torch_openreg needs torch >= 2.13" % torch.__version__)
+print(torch.__version__)
 '
-    AS_IF([or_torch_vars=`"$TORCH_PYTHON" -c "$or_torch_probe" 2>/dev/null`],
-      [eval "$or_torch_vars"
-       have_torch=yes
-       AC_MSG_RESULT([$TORCH_VERSION])],
+    AS_IF([or_torch_out=`"$TORCH_PYTHON" -c "$or_torch_probe" 2>&1`],
+      [have_torch=yes
+       AC_MSG_RESULT([torch $or_torch_out])],
       [AC_MSG_RESULT([no])
-       AS_IF([test "x$with_torch" != xauto],
-         [AC_MSG_ERROR([--with-torch: '$TORCH_PYTHON' cannot import torch (Debian: apt-get install python3-torch libtorch-dev)])])])
-  ])
-  AS_IF([test "x$have_torch" = xyes], [
-    TORCH_CPPFLAGS="$TORCH_INCLUDES -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -D_GLIBCXX_USE_CXX11_ABI=$TORCH_CXX11_ABI"
-    TORCH_LIBS="-L$TORCH_LIBDIR -ltorch_python -ltorch -ltorch_cpu -lc10"
-    AS_IF([test -z "$TORCH_PYEXECDIR"], [TORCH_PYEXECDIR=$or_torch_pydir])
-    AC_LANG_PUSH([C++])
-    or_save_CPPFLAGS=$CPPFLAGS
-    CPPFLAGS="$CPPFLAGS $TORCH_CPPFLAGS"
-    AC_CHECK_HEADER([c10/core/Device.h], [],
-      [AC_MSG_ERROR([torch found in $TORCH_PYTHON but not its C++ headers (Debian: apt-get install libtorch-dev)])])
-    CPPFLAGS=$or_save_CPPFLAGS
-    AC_LANG_POP([C++])
+       AC_MSG_ERROR([torch_openreg cannot be built with '$TORCH_PYTHON': $or_torch_out.
+Run scripts/setup.sh (it makes the venv .venv with torch==2.13.0 and what building needs),
+give --with-torch=PYTHON for a Python that has them, or --without-torch to build without PyTorch.])])
   ])
   AC_SUBST([TORCH_PYTHON])
-  AC_SUBST([TORCH_CPPFLAGS])
-  AC_SUBST([TORCH_LIBS])
-  AC_ARG_VAR([TORCH_PYEXECDIR], [where 'make install' puts the torch_openreg package])
   AM_CONDITIONAL([HAVE_TORCH], [test "x$have_torch" = xyes])
 ])

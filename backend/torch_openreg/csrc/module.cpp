@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "common.h"
+#include "bindings.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,33 +1,41 @@
 """torch_openreg: the openreg runtime as a PyTorch device.
 
-``import torch_openreg`` registers the runtime's devices as PyTorch's
-PrivateUse1 device and this package as its device module. On PyTorch >= 2.0
-the device is renamed ``openreg`` (``torch.device("openreg")``,
-``torch.openreg``); on PyTorch 1.13 its name is ``privateuseone``
-(``torch.privateuseone``) and ``torch_openreg.device(i)`` gives device ``i``
-either way. docs/torch.md is the user guide.
+Installed with pip, the package is loaded by ``import torch`` itself (the
+``torch.backends`` entry point names ``_autoload``), so that
+
+    import torch
+    torch.openreg.is_available()
+    x = torch.ones(2, device="openreg")
+
+need no ``import torch_openreg``; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns
+that off and ``import torch_openreg`` then does the same. It renames
+PyTorch's PrivateUse1 device to ``openreg``, registers this package as the
+device module ``torch.openreg``, generates the ``Tensor.openreg()`` and
+``is_openreg`` methods, and registers the ``occl`` torch.distributed backend.
+docs/torch.md is the user guide.
 """
 import torch
 
 from . import _C
 
-if hasattr(torch.utils, "rename_privateuse1_backend"):
-    torch.utils.rename_privateuse1_backend("openreg")
-    DEVICE_TYPE = "openreg"
-else:
-    DEVICE_TYPE = "privateuseone"
+DEVICE_TYPE = "openreg"
+
+torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
 
 from ._device import (  # noqa: E402
     current_device,
     device,
     device_count,
+    get_device_capability,
     get_device_name,
     get_device_properties,
     is_available,
+    is_initialized,
+    init,
     set_device,
     synchronize,
 )
-from .streams import Event, Stream, current_stream, default_stream, stream  # noqa: E402
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
 from .random import (  # noqa: E402
     default_generators,
     get_rng_state,
@@ -41,26 +49,38 @@ from .random import (  # noqa: E402
     set_rng_state_all,
 )
 from .memory import (  # noqa: E402
+    empty_cache,
     max_memory_allocated,
+    max_memory_reserved,
     mem_get_info,
     memory_allocated,
+    memory_reserved,
     memory_stats,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from . import _patches  # noqa: E402,F401  (torch.manual_seed, pin_memory on 1.13)
+from .amp import get_amp_supported_dtype, is_autocast_enabled  # noqa: E402
 
 __all__ = [
-    "DEVICE_TYPE", "device", "device_count", "is_available", "current_device", "set_device",
-    "synchronize", "get_device_name", "get_device_properties",
-    "Stream", "Event", "stream", "current_stream", "default_stream",
+    "DEVICE_TYPE", "device", "device_count", "is_available", "is_initialized", "init",
+    "current_device", "set_device", "synchronize", "get_device_name", "get_device_properties",
+    "get_device_capability",
+    "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
     "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generators",
-    "memory_allocated", "max_memory_allocated", "memory_stats", "reset_peak_memory_stats",
-    "reset_accumulated_memory_stats", "mem_get_info",
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+    "mem_get_info", "empty_cache", "get_amp_supported_dtype", "is_autocast_enabled",
 ]
 
 torch._register_device_module(DEVICE_TYPE, __import__(__name__))
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
 
 # The "occl" torch.distributed backend (torch_openreg.distributed).
 from . import distributed  # noqa: E402,F401
+
+
+def _autoload():
+    """The ``torch.backends`` entry point: importing the package is the whole
+    registration, done once."""

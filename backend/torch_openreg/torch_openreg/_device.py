@@ -43,6 +43,17 @@ def is_available():
         return False
 
 
+def is_initialized():
+    """True once the runtime has started (it starts on first use)."""
+    return _C.is_initialized()
+
+
+def init():
+    """Starts the runtime now (it otherwise starts on first use); raises the
+    runtime's error for a bad OPENREG_* setting."""
+    _C.device_count()
+
+
 def device_count():
     """Number of openreg devices of this process (OPENREG_DEVICES, default 2)."""
     return _C.device_count()
@@ -71,3 +82,12 @@ def get_device_properties(dev=None):
 
 def get_device_name(dev=None):
     return get_device_properties(dev)["name"]
+
+
+def get_device_capability(dev=None):
+    """What torch.accelerator and Inductor ask of a device: the dtypes its
+    native kernels take (an openreg device computes in every CPU dtype)."""
+    _index(dev)
+    return {"supported_dtypes": [
+        torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+        torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128]}

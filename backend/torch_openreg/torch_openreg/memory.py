@@ -1,18 +1,20 @@
-"""Memory statistics of the device allocator (orMalloc), shaped like
-torch.cuda's. Allocations are not cached, so "allocated" is also what the
-process holds from the device's arena."""
+"""Memory of the openreg devices, shaped like torch.cuda's: the caching
+allocator's statistics (csrc/runtime/allocator.cpp), empty_cache, and the
+arena's free and total bytes. "allocated" is what tensors hold; "reserved"
+is what the allocator holds from the device's arena, cached blocks included."""
 from . import _C
 from ._device import _index
 
 
 def memory_stats(device=None):
-    """Counters of ``device``: allocated_bytes.all.{current,peak,allocated,freed}
-    and allocation.all.{current,peak,allocated,freed}."""
+    """Counters of ``device``, with torch.cuda.memory_stats' keys:
+    ``allocated_bytes.all.current``, ``reserved_bytes.large_pool.peak``,
+    ``num_ooms``, ..."""
     return dict(_C.memory_stats(_index(device)))
 
 
 def memory_allocated(device=None):
-    """Bytes currently allocated by tensors on ``device``."""
+    """Bytes currently held by tensors on ``device``."""
     return memory_stats(device)["allocated_bytes.all.current"]
 
 
@@ -21,12 +23,27 @@ def max_memory_allocated(device=None):
     return memory_stats(device)["allocated_bytes.all.peak"]
 
 
+def memory_reserved(device=None):
+    """Bytes the caching allocator holds from the device's arena."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
 def reset_peak_memory_stats(device=None):
     _C.reset_peak_memory_stats(_index(device))
 
 
 def reset_accumulated_memory_stats(device=None):
     _C.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache():
+    """Gives every cached block of every device back to its arena."""
+    for i in range(_C.device_count()):
+        _C.empty_cache(i)
 
 
 def mem_get_info(device=None):

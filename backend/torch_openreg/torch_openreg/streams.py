@@ -1,72 +1,54 @@
 """Streams and events of the openreg devices (the orStream_t/orEvent_t of the
-runtime), shaped like torch.cuda's."""
+runtime), shaped like torch.cuda's. ``Stream`` and ``Event`` are
+``torch.Stream`` and ``torch.Event`` of the openreg device, so they mix with
+what ``torch.accelerator`` and PyTorch's device-generic code hand out."""
 import contextlib
+
+import torch
 
 from . import _C
 from ._device import _index
 
 
-class Stream:
+class Stream(torch.Stream):
     """An in-order queue of a device. ``Stream(device, priority)`` takes one
     of the device's pool streams (priority 0: normal, < 0: high)."""
 
-    def __init__(self, device=None, priority=0, _stream_id=None):
-        self.device_index = _index(device)
-        if _stream_id is None:
-            _stream_id = _C._stream_from_pool(self.device_index, priority < 0)
-        self.stream_id = _stream_id
-
-    @property
-    def device(self):
-        from ._device import device
-
-        return device(self.device_index)
+    def __new__(cls, device=None, priority=0, **kwargs):
+        if kwargs:  # (stream_id, device_index, device_type): an existing stream
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=torch.device("openreg", _index(device)),
+                               priority=priority)
 
     @property
     def priority(self):
         return _C._stream_priority(self.stream_id, self.device_index)
 
-    def synchronize(self):
-        """Waits until all work queued on the stream has completed."""
-        _C._stream_synchronize(self.stream_id, self.device_index)
-
-    def query(self):
-        """True when all work queued on the stream has completed."""
-        return _C._stream_query(self.stream_id, self.device_index)
-
-    def record_event(self, event=None):
-        event = Event() if event is None else event
-        event.record(self)
-        return event
-
-    def wait_event(self, event):
-        """Work queued on this stream later waits for ``event``."""
-        event.wait(self)
-
-    def wait_stream(self, other):
-        """Work queued on this stream later waits for ``other``'s work so far."""
-        self.wait_event(other.record_event())
-
-    def __eq__(self, other):
-        return (isinstance(other, Stream) and self.stream_id == other.stream_id
-                and self.device_index == other.device_index)
-
-    def __hash__(self):
-        return hash((self.stream_id, self.device_index))
-
     def __repr__(self):
         return "<torch_openreg.Stream device=%d id=%d>" % (self.device_index, self.stream_id)
 
 
+def _wrap(s):
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
 def current_stream(device=None):
     """The calling thread's current stream of ``device``."""
-    index = _index(device)
-    return Stream(index, _stream_id=_C._stream_current(index))
+    return _wrap(torch.accelerator.current_stream(_index(device)))
 
 
 def default_stream(device=None):
     """The device's default stream (orStream_t NULL)."""
-    return Stream(_index(device), _stream_id=0)
+    index = _index(device)
+    return Stream(stream_id=0, device_index=index,
+                  device_type=torch._C._autograd.DeviceType.PrivateUse1.value
+                  if False else current_stream(index).device_type)
+
+
+def set_stream(s):
+    """Makes ``s`` the current stream of its device (and its device the
+    current device)."""
+    torch.accelerator.set_stream(s)
 
 
 @contextlib.contextmanager
@@ -80,38 +62,27 @@ def stream(s):
 
     prev_device = current_device()
     prev_stream = current_stream(s.device_index)
-    set_device(s.device_index)
-    _C._stream_set_current(s.stream_id, s.device_index)
+    torch.accelerator.set_stream(s)
     try:
         yield s
     finally:
-        _C._stream_set_current(prev_stream.stream_id, prev_stream.device_index)
+        torch.accelerator.set_stream(prev_stream)
         set_device(prev_device)
 
 
-class Event:
+class Event(torch.Event):
     """A marker in a stream. ``enable_timing=True`` makes ``elapsed_time``
     available (in ms, virtual time under OPENREG_TIME=virtual)."""
 
-    def __init__(self, enable_timing=False):
-        self._event = _C._Event(enable_timing)
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, device="openreg", enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
 
     def record(self, stream=None):
-        stream = current_stream() if stream is None else stream
-        self._event.record(stream.stream_id, stream.device_index)
+        super().record(current_stream() if stream is None else stream)
 
     def wait(self, stream=None):
-        stream = current_stream() if stream is None else stream
-        self._event.wait(stream.stream_id, stream.device_index)
-
-    def query(self):
-        return self._event.query()
-
-    def synchronize(self):
-        self._event.synchronize()
-
-    def elapsed_time(self, end_event):
-        return self._event.elapsed_time(end_event._event)
+        super().wait(current_stream() if stream is None else stream)
 
     def __repr__(self):
-        return "<torch_openreg.Event device=%d>" % self._event.device_index
+        return "<torch_openreg.Event>"

@@ -14,8 +14,9 @@
 #include <torch/csrc/Generator.h>
 #include <torch/library.h>
 
-#include "kernels.h"
-#include "openreg_torch.h"
+#include "aten/kernels.h"
+#include "bindings.h"
+#include "runtime/openreg_torch.h"
 
 namespace torch_openreg {
 namespace {
@@ -39,6 +40,8 @@ class OpenRegGenerator final : public c10::GeneratorImpl {
         offset_ = 0;
     }
     uint64_t current_seed() const override { return seed_; }
+    void set_offset(uint64_t offset) override { offset_ = offset; }
+    uint64_t get_offset() const override { return offset_; }
     uint64_t seed() override {
         uint64_t s = c10::detail::getNonDeterministicRandom();
         set_current_seed(s);
@@ -165,6 +168,11 @@ at::Tensor &bernoulli_(at::Tensor &self, double p, c10::optional<at::Generator> 
 const at::Generator &default_generator(c10::DeviceIndex index) {
     check_device_index(index);
     return default_generators().at(index);
+}
+
+at::Generator new_generator(c10::DeviceIndex index) {
+    check_device_index(index);
+    return at::make_generator<OpenRegGenerator>(index);
 }
 
 } // namespace torch_openreg

@@ -1,6 +1,6 @@
 // process_group_occl.cpp - the "occl" torch.distributed backend over occl.h.
 // See process_group_occl.h for the model; docs/torch-distributed.md for use.
-#include "process_group_occl.h"
+#include "distributed/process_group_occl.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -12,8 +12,8 @@
 #include <torch/library.h>
 #include <pybind11/chrono.h>
 
-#include "common.h"
-#include "openreg_torch.h"
+#include "bindings.h"
+#include "runtime/openreg_torch.h"
 
 namespace torch_openreg {
 namespace {
@@ -112,6 +112,16 @@ std::string occl_message(occlResult_t res, occlComm_t comm) {
     return s.str();
 }
 
+// A c10::Error (RuntimeError in Python) to hand to a Work or a Future.
+std::exception_ptr error_ptr(const std::string &message) {
+    try {
+        TORCH_CHECK(false, message);
+    } catch (...) {
+        return std::current_exception();
+    }
+    return nullptr;
+}
+
 #define OCCL_CHECK(call, op, comm)                                                     \
     do {                                                                               \
         occlResult_t occl_res_ = (call);                                               \
@@ -200,16 +210,13 @@ bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
     std::exception_ptr failure;
     occlResult_t async = occlSuccess;
     if (e != orSuccess) {
-        failure = std::make_exception_ptr(c10::Error(
-            c10::str("occl ", name_, ": waiting for its event failed: ", orGetErrorName(e), " (",
-                     orGetErrorString(e), ")"),
-            ""));
+        failure = error_ptr(c10::str("occl ", name_, ": waiting for its event failed: ",
+                                     orGetErrorName(e), " (", orGetErrorString(e), ")"));
     } else if (occlCommGetAsyncError(comm_->comm, &async) == occlSuccess &&
                async != occlSuccess) {
-        failure = std::make_exception_ptr(c10::Error(
-            c10::str("occl ", name_, " failed: ", occl_message(async, comm_->comm),
-                     " (the communicator is unusable from now on: destroy the process group)"),
-            ""));
+        failure = error_ptr(c10::str("occl ", name_, " failed: ", occl_message(async, comm_->comm),
+                                     " (the communicator is unusable from now on: destroy the "
+                                     "process group)"));
     }
     settled_ = true;
     keep_alive_.clear();

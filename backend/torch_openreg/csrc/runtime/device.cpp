@@ -10,14 +10,20 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "openreg_torch.h"
+#include "bindings.h"
+#include "runtime/openreg_torch.h"
 
 namespace torch_openreg {
+
+namespace {
+std::atomic<bool> g_started{false}; // the runtime answered a call
+}
 
 c10::DeviceIndex device_count() noexcept {
     int count = 0;
     if (orGetDeviceCount(&count) != orSuccess)
         return 0;
+    g_started = true;
     return static_cast<c10::DeviceIndex>(count);
 }
 
@@ -163,6 +169,11 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
         return pool_stream(d.index(), high_priority);
     }
+    // torch.Stream(device="openreg") and generic code asking for a new
+    // stream get one of the pool, as on CUDA the pool's streams are reused.
+    c10::Stream getNewStream(c10::Device d, int priority) const override {
+        return pool_stream(d.index(), priority < 0);
+    }
     c10::Stream exchangeStream(c10::Stream s) const noexcept override {
         c10::StreamId &slot = thread_current_streams().at(s.device_index());
         c10::Stream old = make_stream(s.device_index(), slot);
@@ -209,6 +220,26 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
             OR_TORCH_WARN(orEventDestroy(static_cast<orEvent_t>(event)));
     }
 
+    void synchronizeEvent(void *event) const override {
+        if (event == nullptr)
+            return;
+        WithoutGil no_gil;
+        OR_TORCH_CHECK(orEventSynchronize(static_cast<orEvent_t>(event)));
+    }
+    double elapsedTime(void *start, void *end, const c10::DeviceIndex) const override {
+        TORCH_CHECK(start != nullptr && end != nullptr,
+                    "openreg: elapsed_time needs both events recorded");
+        float ms = 0;
+        OR_TORCH_CHECK(orEventElapsedTime(&ms, static_cast<orEvent_t>(start),
+                                          static_cast<orEvent_t>(end)));
+        return ms;
+    }
+    void synchronizeDevice(const c10::DeviceIndex index) const override {
+        DeviceScope scope(index);
+        WithoutGil no_gil;
+        OR_TORCH_CHECK(orDeviceSynchronize());
+    }
+
     bool queryStream(const c10::Stream &stream) const override {
         DeviceScope scope(stream.device_index());
         orError_t err = orStreamQuery(stream_handle(stream));
@@ -219,6 +250,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
     void synchronizeStream(const c10::Stream &stream) const override {
         DeviceScope scope(stream.device_index());
+        WithoutGil no_gil;
         OR_TORCH_CHECK(orStreamSynchronize(stream_handle(stream)));
     }
     void recordDataPtrOnStream(const c10::DataPtr &data_ptr,
@@ -278,7 +310,7 @@ class Event {
     }
     void synchronize() const {
         if (event_ != nullptr) {
-            pybind11::gil_scoped_release no_gil;
+            WithoutGil no_gil;
             OR_TORCH_CHECK(orEventSynchronize(event_));
         }
     }
@@ -306,8 +338,10 @@ TORCH_OPENREG_BINDINGS(device) {
     m.def("device_count", []() {
         int count = 0;
         OR_TORCH_CHECK(orGetDeviceCount(&count));
+        g_started = true;
         return count;
     });
+    m.def("is_initialized", []() { return g_started.load(); });
     m.def("current_device", []() { return current_device(); });
     m.def("set_device", [](int64_t index) {
         check_device_index(index);

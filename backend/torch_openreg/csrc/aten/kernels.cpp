@@ -8,7 +8,7 @@
 #include <c10/util/Half.h>
 
 #include "common.h"
-#include "kernels.h"
+#include "aten/kernels.h"
 
 namespace torch_openreg {
 namespace {

@@ -13,8 +13,8 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
-#include "kernels.h"
-#include "openreg_torch.h"
+#include "aten/kernels.h"
+#include "runtime/openreg_torch.h"
 
 namespace torch_openreg {
 namespace {
@@ -90,14 +90,8 @@ at::Tensor device_contiguous(const at::Tensor &src) {
 void sync_stream(c10::DeviceIndex index) {
     DeviceScope scope(index); // a NULL handle means the current device's default stream
     orStream_t stream = current_stream_handle(index);
-    // Other Python threads run meanwhile (ops called from Python usually
-    // run without the GIL already).
-    if (PyGILState_Check()) {
-        pybind11::gil_scoped_release no_gil;
-        OR_TORCH_CHECK(orStreamSynchronize(stream));
-    } else {
-        OR_TORCH_CHECK(orStreamSynchronize(stream));
-    }
+    WithoutGil no_gil;
+    OR_TORCH_CHECK(orStreamSynchronize(stream));
 }
 
 // Work enqueued on `waiter` (of device `wi`) from now on runs after the work

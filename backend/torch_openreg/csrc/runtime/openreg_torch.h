@@ -3,6 +3,8 @@
 // device. Only the runtime's public API (openreg.h) is used underneath.
 #pragma once
 
+#include <Python.h>
+
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
@@ -20,6 +22,23 @@ c10::DeviceIndex device_count() noexcept;
 // Raises c10::IndexError (IndexError in Python) for an index outside [0, count).
 void check_device_index(int64_t index);
 c10::DeviceIndex current_device();
+
+// Releases the GIL for a blocking wait when the calling thread holds it
+// (Python calls), and does nothing on threads without it (autograd's), so
+// other Python threads run meanwhile.
+class WithoutGil {
+  public:
+    WithoutGil() : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+    ~WithoutGil() {
+        if (state_ != nullptr)
+            PyEval_RestoreThread(state_);
+    }
+    WithoutGil(const WithoutGil &) = delete;
+    WithoutGil &operator=(const WithoutGil &) = delete;
+
+  private:
+    PyThreadState *state_;
+};
 
 // Makes `index` the calling thread's current runtime device for a scope.
 class DeviceScope {
@@ -46,7 +65,9 @@ c10::Allocator *host_allocator();
 // so far, as well as its allocation stream's.
 void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream);
 
-// The default Philox generator of each device.
+// The default Philox generator of each device, and a new one (seeded with
+// the default seed) for torch.Generator("openreg").
 const at::Generator &default_generator(c10::DeviceIndex index);
+at::Generator new_generator(c10::DeviceIndex index);
 
 } // namespace torch_openreg

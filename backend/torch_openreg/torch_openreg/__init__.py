@@ -14,9 +14,18 @@ device module ``torch.openreg``, generates the ``Tensor.openreg()`` and
 ``is_openreg`` methods, and registers the ``occl`` torch.distributed backend.
 docs/torch.md is the user guide.
 """
-import torch
 
-from . import _C
+
+def _autoload():
+    """The ``torch.backends`` entry point: importing the package is the whole
+    registration. Defined before ``import torch``: when the package is
+    imported first, torch's autoload finds it half-initialized and calls
+    this, and the import then goes on."""
+
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402
 
 DEVICE_TYPE = "openreg"
 
@@ -81,6 +90,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
 from . import distributed  # noqa: E402,F401
 
 
-def _autoload():
-    """The ``torch.backends`` entry point: importing the package is the whole
-    registration, done once."""
+def _is_in_bad_fork():
+    """torch.manual_seed asks this before seeding the device generators: the
+    runtime's threads do not survive fork, but its generators are plain
+    (seed, offset) states, safe to seed in any process."""
+    return False
+

@@ -25,6 +25,10 @@ def _index(dev, optional=True):
         return _C.current_device() if dev.index is None else dev.index
     if isinstance(dev, bool) or not isinstance(dev, int):
         raise TypeError("torch_openreg: invalid device %r" % (dev,))
+    count = _C.device_count()
+    if not 0 <= dev < count:
+        raise IndexError("openreg: invalid device index %d: this process has %d openreg "
+                         "device(s) (OPENREG_DEVICES)" % (dev, count))
     return dev
 
 

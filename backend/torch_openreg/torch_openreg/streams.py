@@ -28,6 +28,10 @@ class Stream(torch.Stream):
         return "<torch_openreg.Stream device=%d id=%d>" % (self.device_index, self.stream_id)
 
 
+# c10::DeviceType::PrivateUse1, as torch.Stream(device_type=...) takes it.
+_PRIVATEUSE1 = 20
+
+
 def _wrap(s):
     return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
 
@@ -40,9 +44,7 @@ def current_stream(device=None):
 def default_stream(device=None):
     """The device's default stream (orStream_t NULL)."""
     index = _index(device)
-    return Stream(stream_id=0, device_index=index,
-                  device_type=torch._C._autograd.DeviceType.PrivateUse1.value
-                  if False else current_stream(index).device_type)
+    return Stream(stream_id=0, device_index=index, device_type=_PRIVATEUSE1)
 
 
 def set_stream(s):
@@ -70,19 +72,17 @@ def stream(s):
         set_device(prev_device)
 
 
-class Event(torch.Event):
-    """A marker in a stream. ``enable_timing=True`` makes ``elapsed_time``
-    available (in ms, virtual time under OPENREG_TIME=virtual)."""
+class _EventType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "openreg"
+
+
+class Event(metaclass=_EventType):
+    """A marker in a stream: ``Event(enable_timing=False)`` is a ``torch.Event``
+    of the current openreg device (PyTorch's event methods take only that
+    exact type). ``enable_timing=True`` makes ``elapsed_time`` available (in
+    ms, virtual time under OPENREG_TIME=virtual)."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device="openreg", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
-
-    def record(self, stream=None):
-        super().record(current_stream() if stream is None else stream)
-
-    def wait(self, stream=None):
-        super().wait(current_stream() if stream is None else stream)
-
-    def __repr__(self):
-        return "<torch_openreg.Event>"
+        return torch.Event("openreg", enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)

@@ -18,6 +18,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <torch/library.h>
 
 #include "bindings.h"
 #include "runtime/openreg_torch.h"
@@ -357,6 +358,14 @@ void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &
 
 namespace {
 
+// Tensor.record_stream(s): the tensor's memory is not reused before the work
+// queued on s by the time it is freed has run.
+void record_stream(at::Tensor &self, c10::Stream stream) {
+    TORCH_CHECK(stream.device_type() == kDeviceType, "openreg: record_stream takes a stream of "
+                "an openreg device, got one of ", stream.device());
+    record_data_ptr_on_stream(self.storage().data_ptr(), stream);
+}
+
 // torch.cuda.memory_stats' keys: "<stat>.<pool>.<current|peak|allocated|freed>".
 void put(pybind11::dict &d, const char *name, const StatArray &stat) {
     static const char *pools[] = {"all", "small_pool", "large_pool"};
@@ -371,6 +380,10 @@ void put(pybind11::dict &d, const char *name, const StatArray &stat) {
 
 } // namespace
 } // namespace torch_openreg
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("record_stream", &torch_openreg::record_stream);
+}
 
 TORCH_OPENREG_BINDINGS(allocator) {
     using namespace torch_openreg;

@@ -142,6 +142,11 @@ namespace {
 struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     c10::DeviceType type() const override { return kDeviceType; }
 
+    // torch.device("openreg") without an index means the current device.
+    static c10::DeviceIndex index_of(c10::Device d) {
+        return d.has_index() ? d.index() : current_device();
+    }
+
     c10::Device exchangeDevice(c10::Device d) const override {
         c10::Device old = getDevice();
         if (old.index() != d.index())
@@ -160,19 +165,24 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
     c10::Stream getStream(c10::Device d) const noexcept override {
         const std::vector<c10::StreamId> &ids = thread_current_streams();
-        c10::StreamId id = d.index() >= 0 && static_cast<size_t>(d.index()) < ids.size()
-                               ? ids[d.index()]
-                               : 0;
-        return make_stream(d.index(), id);
+        int current = 0;
+        if (!d.has_index())
+            (void)orGetDevice(&current); // noexcept: device 0 if the runtime is down
+        c10::DeviceIndex index = d.has_index() ? d.index() : static_cast<c10::DeviceIndex>(current);
+        c10::StreamId id =
+            index >= 0 && static_cast<size_t>(index) < ids.size() ? ids[index] : 0;
+        return make_stream(index, id);
     }
-    c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(d.index(), 0); }
+    c10::Stream getDefaultStream(c10::Device d) const override {
+        return make_stream(index_of(d), 0);
+    }
     c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
-        return pool_stream(d.index(), high_priority);
+        return pool_stream(index_of(d), high_priority);
     }
     // torch.Stream(device="openreg") and generic code asking for a new
     // stream get one of the pool, as on CUDA the pool's streams are reused.
     c10::Stream getNewStream(c10::Device d, int priority) const override {
-        return pool_stream(d.index(), priority < 0);
+        return pool_stream(index_of(d), priority < 0);
     }
     c10::Stream exchangeStream(c10::Stream s) const noexcept override {
         c10::StreamId &slot = thread_current_streams().at(s.device_index());

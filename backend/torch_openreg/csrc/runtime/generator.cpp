@@ -163,6 +163,25 @@ at::Tensor &bernoulli_(at::Tensor &self, double p, c10::optional<at::Generator> 
     return fill_random(self, Dist::Bernoulli, p, 0.0, gen);
 }
 
+// Dropout's fused entry (what F.dropout calls on accelerators): the mask is
+// a Bernoulli draw of the device generator, the scaling runs as any op.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor &input, double p,
+                                                  c10::optional<bool> train) {
+    TORCH_CHECK(p >= 0.0 && p <= 1.0, "openreg: dropout probability has to be between 0 and 1, "
+                "but got ", p);
+    at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+    if (!train.value_or(true) || p == 0.0) {
+        mask.fill_(true);
+        return {input.clone(), mask};
+    }
+    if (p == 1.0) {
+        mask.fill_(false);
+        return {at::zeros_like(input), mask};
+    }
+    bernoulli_(mask, 1.0 - p, c10::nullopt);
+    return {input * mask * (1.0 / (1.0 - p)), mask};
+}
+
 } // namespace
 
 const at::Generator &default_generator(c10::DeviceIndex index) {
@@ -181,6 +200,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("uniform_", &torch_openreg::uniform_);
     m.impl("normal_", &torch_openreg::normal_);
     m.impl("bernoulli_.float", &torch_openreg::bernoulli_);
+    m.impl("native_dropout", &torch_openreg::native_dropout);
 }
 
 TORCH_OPENREG_BINDINGS(generator) {

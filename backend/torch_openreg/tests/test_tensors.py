@@ -226,3 +226,19 @@ def test_cross_device_copy_is_ordered_after_source_stream(dev):
         src.fill_(3.0)
         y = src.to(other)  # current stream of device 1 waits for s
     assert y.sum().item() == 3.0 * (1 << 20)
+
+
+def test_backend_views_share_memory(dev):
+    # Views whose kernel is per backend are views on the device too.
+    c = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64, device=dev)
+    r = torch.view_as_real(c)
+    assert r.data_ptr() == c.data_ptr() and r.shape == (2, 2)
+    r[0, 1] = 5.0
+    assert c.cpu().tolist() == [1 + 5j, 3 - 1j]
+    back = torch.view_as_complex(r)
+    assert back.data_ptr() == c.data_ptr()
+    x = torch.arange(10.0, device=dev)
+    u = x.unfold(0, 4, 2)
+    assert u.data_ptr() == x.data_ptr() and u.shape == (4, 4)
+    u[1, 0] = -1.0
+    assert x[2].item() == -1.0

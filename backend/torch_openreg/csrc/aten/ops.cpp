@@ -10,6 +10,9 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -255,6 +258,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("as_strided", &at::native::as_strided_tensorimpl);
     m.impl("view", &at::native::view);
     m.impl("_reshape_alias", &at::native::_reshape_alias);
+    // Views with a kernel per backend: through the fallback they would be
+    // copies, and writes through them lost (torch.distributed sends complex
+    // tensors as view_as_real).
+    m.impl("view_as_real", &at::native::view_as_real);
+    m.impl("view_as_complex", &at::native::view_as_complex);
+    m.impl("unfold", &at::native::unfold);
     m.impl("resize_", &resize_);
     m.impl("set_.source_Storage", &at::native::set_);
     m.impl("set_.source_Storage_storage_offset", &at::native::set_storage_cpu_);

@@ -1,14 +1,18 @@
 """Every collective of the occl backend against the same call on gloo/CPU.
 
 Run by mpiexec as one process per rank (dist-collectives-*.mpi):
-    dist_collectives.py STORE_FILE
+    dist_collectives.py STORE_FILE [BACKEND]
+BACKEND is the default group's: "occl" (the default) or
+"cpu:gloo,openreg:occl" (CPU tensors then go to gloo within the same group).
 Each rank uses openreg device 0 of its own (OPENREG_DEVICES=1). The same
 script makes a gloo group beside the occl one: for every collective, dtype
-and reduction, the occl result on the device must equal gloo's on CPU (or,
-where gloo lacks the call or the dtype, the result computed here from every
-rank's input gathered through gloo). Then the errors: wrong device, bad
-dtypes and reductions, bad ranks and sizes, each a RuntimeError with a
-message naming the problem, and the group still works afterwards.
+and reduction (PREMUL_SUM too), the occl result on the device must equal
+gloo's on CPU (or, where gloo lacks the call or the dtype, the result
+computed here from every rank's input gathered through gloo); then the
+coalesced calls torch's coalescing manager makes. Then the errors: wrong
+device, bad dtypes and reductions, bad ranks and sizes, each a RuntimeError
+with a message naming the problem, and the group still works afterwards;
+and after destroy_process_group the backend refuses calls.
 Prints one line per check group and "dist collectives: N checks passed".
 """
 import datetime
@@ -24,6 +28,8 @@ import torch_openreg
 RANK = int(os.environ.get("RANK", os.environ.get("PMI_RANK", "0")))
 SIZE = int(os.environ.get("WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
 DEV = torch_openreg.device(0)
+BACKEND = sys.argv[2] if len(sys.argv) > 2 else "occl"
+MIXED = BACKEND != "occl"  # CPU tensors of the default group go to gloo
 OPS = {
     "SUM": dist.ReduceOp.SUM,
     "PRODUCT": dist.ReduceOp.PRODUCT,
@@ -141,8 +147,8 @@ def check_reductions(gloo):
             same(out, want, f"reduce_scatter {name} {dtype}")
             flat = torch.cat(ins).to(DEV)
             out = torch.empty(5, dtype=dtype, device=DEV)
-            dist.reduce_scatter_tensor(out, flat, op=op)
-            same(out, want, f"reduce_scatter_tensor {name} {dtype}")
+            dist.reduce_scatter_single(out, flat, op=op)
+            same(out, want, f"reduce_scatter_single {name} {dtype}")
         # all_reduce_coalesced: several tensors, one call
         if dtype != torch.bool:
             xs = [data(dtype, n, salt=n) for n in (3, 8, 1)]
@@ -178,8 +184,8 @@ def check_movement(gloo):
         for r in range(SIZE):
             same(outs[r], refs[r], f"all_gather part {r} {dtype}")
         flat = torch.empty(7 * SIZE, dtype=dtype, device=DEV)
-        dist.all_gather_into_tensor(flat, x.to(DEV))
-        same(flat, torch.cat(refs), f"all_gather_into_tensor {dtype}")
+        dist.all_gather_single(flat, x.to(DEV))
+        same(flat, torch.cat(refs), f"all_gather_single {dtype}")
         # gather to rank 0, scatter from the last rank
         glist = [torch.empty(7, dtype=dtype, device=DEV) for _ in range(SIZE)] if RANK == 0 else None
         dist.gather(x.to(DEV), glist, dst=0)
@@ -231,6 +237,76 @@ def check_movement(gloo):
                 dist.send(x.to(DEV), dst=nxt)
             same(got, everyone(x, gloo)[prv], f"send/recv {dtype}")
     print(f"rank {RANK}: broadcast, gathers, scatter, all-to-all, send/recv ok", flush=True)
+
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def premul_local(parts, factor):
+    """Every rank's part times factor, summed (the factors are exact in every dtype)."""
+    return sum(p.double() * factor for p in parts).to(parts[0].dtype)
+
+
+def check_premul(gloo):
+    """ReduceOp.PREMUL_SUM: a float factor, one on the device, one on the CPU."""
+    for dtype in FLOATS:
+        for how, factor in (("float", 0.5), ("device tensor", 0.25), ("CPU tensor", 2.0)):
+            def op():
+                if how == "float":
+                    return dist._make_nccl_premul_sum(factor)
+                dev = DEV if how == "device tensor" else "cpu"
+                return dist._make_nccl_premul_sum(torch.tensor(factor, device=dev))
+            x = data(dtype, 9)
+            parts = everyone(x, gloo)
+            d = x.to(DEV)
+            dist.all_reduce(d, op=op())
+            same(d, premul_local(parts, factor), f"all_reduce PREMUL_SUM ({how}) {dtype}")
+            root = SIZE - 1
+            d = x.to(DEV)
+            dist.reduce(d, dst=root, op=op())
+            if RANK == root:
+                same(d, premul_local(parts, factor), f"reduce PREMUL_SUM ({how}) {dtype}")
+            ins = [data(dtype, 4, RANK, salt=r) for r in range(SIZE)]
+            out = torch.empty(4, dtype=dtype, device=DEV)
+            dist.reduce_scatter_single(out, torch.cat(ins).to(DEV), op=op())
+            parts = [everyone(t, gloo) for t in ins]  # parts[r][s]: rank s's input r
+            same(out, premul_local(parts[RANK], factor),
+                 f"reduce_scatter_single PREMUL_SUM ({how}) {dtype}")
+    print(f"rank {RANK}: PREMUL_SUM ok", flush=True)
+
+
+def check_coalesced(gloo):
+    """What torch's coalescing manager makes of several calls of one kind:
+    allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced and
+    allreduce_coalesced, each launched as one OCCL group."""
+    xs = [data(torch.float32, 3), data(torch.int32, 5, salt=1), data(torch.bfloat16, 1, salt=2)]
+    outs = [torch.empty(x.numel() * SIZE, dtype=x.dtype, device=DEV) for x in xs]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, x in zip(outs, xs):
+            dist.all_gather_single(o, x.to(DEV))
+    cm.wait()
+    for i, (o, x) in enumerate(zip(outs, xs)):
+        same(o, torch.cat(everyone(x, gloo)), f"coalesced all_gather_single {i} {x.dtype}")
+    for name, op in (("SUM", dist.ReduceOp.SUM), ("MAX", dist.ReduceOp.MAX)):
+        ins = [[data(dt, n, RANK, salt=r + n) for r in range(SIZE)]
+               for dt, n in ((torch.float32, 4), (torch.int64, 2), (torch.float16, 7))]
+        outs = [torch.empty(parts[0].numel(), dtype=parts[0].dtype, device=DEV) for parts in ins]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for o, parts in zip(outs, ins):
+                dist.reduce_scatter_single(o, torch.cat(parts).to(DEV), op=op)
+        cm.wait()
+        for i, (o, parts) in enumerate(zip(outs, ins)):
+            want = reduce_local([everyone(t, gloo) for t in parts][RANK], name)
+            same(o, want, f"coalesced reduce_scatter_single {name} {i} {o.dtype}")
+    xs = [data(torch.float32, n, salt=n) for n in (2, 6)]
+    ds = [x.to(DEV) for x in xs]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for d in ds:
+            dist.all_reduce(d, op=dist._make_nccl_premul_sum(0.5))
+    cm.wait()
+    for i, (d, x) in enumerate(zip(ds, xs)):
+        same(d, premul_local(everyone(x, gloo), 0.5), f"coalesced all_reduce PREMUL_SUM {i}")
+    print(f"rank {RANK}: coalesced calls ok", flush=True)
 
 
 def check_works(gloo):
@@ -300,12 +376,34 @@ def expect_error(fn, *needles):
     fail(f"no error; expected one naming {needles}")
 
 
+def occl_backend(group=None):
+    """The occl Backend of a group (torch's ProcessGroup holds it for openreg)."""
+    b = (group or dist.group.WORLD)._get_backend(torch.device("openreg"))
+    if not isinstance(b, torch_openreg.distributed.ProcessGroupOCCL):
+        fail(f"the group's openreg backend is {type(b).__name__}")
+    return b
+
+
 def check_errors(gloo):
     cpu = data(torch.float32)
-    expect_error(lambda: dist.all_reduce(cpu), "occl allreduce", "is on device 'cpu'",
+    if MIXED:
+        # The same group carries CPU tensors over gloo.
+        c = cpu.clone()
+        dist.all_reduce(c)
+        same(c, reduce_local(everyone(cpu, gloo), "SUM"), f"CPU all_reduce on {BACKEND}")
+    else:
+        # occl serves openreg tensors only: torch finds no backend for CPU.
+        expect_error(lambda: dist.all_reduce(cpu), "No backend type associated with device type cpu")
+    # The backend itself, handed a CPU tensor, says what is wrong.
+    expect_error(lambda: occl_backend().allreduce([cpu]), "occl allreduce", "is on device 'cpu'",
                  "openreg devices")
-    expect_error(lambda: dist.broadcast(torch.zeros(3, dtype=torch.complex64, device=DEV), 0),
+    # torch.distributed hands complex tensors over as real pairs
+    # (view_as_real); handed one itself, the backend refuses it.
+    expect_error(lambda: occl_backend().broadcast([torch.zeros(3, dtype=torch.complex64,
+                                                               device=DEV)]),
                  "occl broadcast", "torch.complex64 is not supported")
+    expect_error(lambda: dist.broadcast(torch.zeros(3, dtype=torch.int16, device=DEV), 0),
+                 "occl broadcast", "torch.int16 is not supported")
     expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16, device=DEV)),
                  "torch.int16 is not supported")
     expect_error(lambda: dist.all_reduce(torch.zeros(3, device=DEV), op=dist.ReduceOp.BAND),
@@ -324,17 +422,26 @@ def check_errors(gloo):
     expect_error(lambda: dist.all_gather([torch.zeros(3, device=DEV)] * (SIZE + 1),
                                          torch.zeros(3, device=DEV)),
                  f"the output list has {SIZE + 1} tensors, the group {SIZE} ranks")
-    expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(3 * SIZE + 1, device=DEV),
-                                               torch.zeros(3, device=DEV)),
+    expect_error(lambda: dist.all_gather_single(torch.zeros(3 * SIZE + 1, device=DEV),
+                                                torch.zeros(3, device=DEV)),
                  "occl _allgather_base", "elements")
     expect_error(lambda: dist.all_to_all_single(torch.zeros(SIZE, device=DEV),
                                                 torch.zeros(SIZE, device=DEV),
                                                 [1] * SIZE, [2] * SIZE),
                  "split sizes add up to")
-    expect_error(lambda: dist.all_gather_into_tensor(
+    expect_error(lambda: dist.all_gather_single(
         torch.zeros(3 * SIZE, dtype=torch.float64, device=DEV), torch.zeros(3, device=DEV)),
         "the output is torch.float64, the input torch.float32")
     expect_error(lambda: dist.all_reduce(torch.zeros(4, 4, device=DEV).t()), "not contiguous")
+    expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32, device=DEV),
+                                         op=dist._make_nccl_premul_sum(2.0)),
+                 "occl allreduce", "PREMUL_SUM takes floating-point tensors", "torch.int32")
+    def bad_coalesced():
+        with dist._coalescing_manager(async_ops=True) as cm:
+            dist.all_gather_single(torch.zeros(2 * SIZE, device=DEV), torch.zeros(2, device=DEV))
+            dist.all_gather_single(torch.zeros(2 * SIZE, device=DEV), torch.zeros(3, device=DEV))
+        cm.wait()
+    expect_error(bad_coalesced, "occl allgather_into_tensor_coalesced", "output 1 has")
     # The group still works after all those refusals.
     x = data(torch.float32)
     d = x.to(DEV)
@@ -345,18 +452,24 @@ def check_errors(gloo):
 
 def main():
     store = sys.argv[1]
-    dist.init_process_group("occl", init_method="file://" + store, rank=RANK, world_size=SIZE,
+    dist.init_process_group(BACKEND, init_method="file://" + store, rank=RANK, world_size=SIZE,
                             timeout=datetime.timedelta(seconds=120))
-    if dist.get_backend() != "occl":
-        fail(f"backend is {dist.get_backend()}")
+    if dist.get_backend() != BACKEND:
+        fail(f"backend is {dist.get_backend()}, not {BACKEND}")
     gloo = dist.new_group(backend="gloo")
     check_reductions(gloo)
+    check_premul(gloo)
     check_movement(gloo)
+    check_coalesced(gloo)
     check_works(gloo)
     check_subgroup(gloo)
     check_errors(gloo)
     dist.barrier()
+    occl = occl_backend()
     dist.destroy_process_group()
+    # destroy_process_group shut the backend down: it refuses further calls.
+    expect_error(lambda: occl.allreduce([torch.zeros(3, device=DEV)]), "occl allreduce",
+                 "the process group is shut down")
     print(f"rank {RANK}: dist collectives: {checks} checks passed", flush=True)
     if RANK == 0 and os.path.exists(store):
         os.unlink(store)

@@ -2,6 +2,7 @@
 // See process_group_occl.h for the model; docs/torch-distributed.md for use.
 #include "distributed/process_group_occl.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -85,21 +86,109 @@ void check_like(const at::Tensor &t, const at::Tensor &ref, const char *op, cons
                 dtype_name(t.scalar_type()), ", the input ", dtype_name(ref.scalar_type()));
 }
 
-occlRedOp_t occl_op(const c10d::ReduceOp &op, at::ScalarType t, const char *name) {
-    bool boolean = t == at::kBool;
+// A reduction as OCCL runs it: one of OCCL's own ops, or PREMUL_SUM, whose
+// factor becomes an op of the communicator at launch (ScopedOp).
+struct Reduction {
+    occlRedOp_t op = occlSum;
+    bool premul = false;
+    occlDataType_t type = occlFloat32;
+    double factor = 0;        // the factor read on the host, or
+    at::Tensor device_factor; // one element of the data's dtype on its device
+};
+
+constexpr const char *kReductions = "occl reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM";
+
+// t is the call's (checked) tensor: its dtype decides the op.
+Reduction occl_reduction(const c10d::ReduceOp &op, const at::Tensor &t, const char *name) {
+    Reduction r;
+    at::ScalarType st = t.scalar_type();
+    r.type = occl_type(st, name);
+    bool boolean = st == at::kBool;
     switch (op.op_) {
-    case c10d::ReduceOp::SUM: return boolean ? occlMax : occlSum; // logical or
-    case c10d::ReduceOp::PRODUCT: return boolean ? occlMin : occlProd; // logical and
-    case c10d::ReduceOp::MIN: return occlMin;
-    case c10d::ReduceOp::MAX: return occlMax;
+    case c10d::ReduceOp::SUM: r.op = boolean ? occlMax : occlSum; break; // logical or
+    case c10d::ReduceOp::PRODUCT: r.op = boolean ? occlMin : occlProd; break; // logical and
+    case c10d::ReduceOp::MIN: r.op = occlMin; break;
+    case c10d::ReduceOp::MAX: r.op = occlMax; break;
     case c10d::ReduceOp::AVG:
         TORCH_CHECK(!boolean, "occl ", name, ": ReduceOp.AVG of torch.bool tensors has no meaning");
-        return occlAvg;
-    case c10d::ReduceOp::BAND: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BAND is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
-    case c10d::ReduceOp::BOR: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BOR is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
-    case c10d::ReduceOp::BXOR: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BXOR is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
-    default: TORCH_CHECK(false, "occl ", name, ": this ReduceOp is not supported (occl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+        r.op = occlAvg;
+        break;
+    case c10d::ReduceOp::PREMUL_SUM: {
+        TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+                    "occl ", name, ": ReduceOp.PREMUL_SUM takes floating-point tensors "
+                    "(torch.float32, float64, float16, bfloat16), got ", dtype_name(st));
+        auto *sup = dynamic_cast<c10d::PreMulSumSupplement *>(op.supplement_.get());
+        TORCH_CHECK(sup, "occl ", name, ": ReduceOp.PREMUL_SUM without its factor (make it with "
+                    "torch.distributed._make_nccl_premul_sum)");
+        r.premul = true;
+        const at::Tensor &f = sup->tensor_factor;
+        if (!f.defined()) {
+            r.factor = sup->double_factor;
+        } else if (f.device().type() == at::kCPU) {
+            r.factor = f.item<double>();
+        } else {
+            TORCH_CHECK(f.device() == t.device(), "occl ", name, ": the PREMUL_SUM factor is on ",
+                        f.device(), ", the data on ", t.device());
+            // On the current stream, before the call that reads it.
+            r.device_factor = f.reshape({1}).to(st).contiguous();
+        }
+        break;
     }
+    case c10d::ReduceOp::BAND: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BAND is not supported (", kReductions, ")");
+    case c10d::ReduceOp::BOR: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BOR is not supported (", kReductions, ")");
+    case c10d::ReduceOp::BXOR: TORCH_CHECK(false, "occl ", name, ": ReduceOp.BXOR is not supported (", kReductions, ")");
+    default: TORCH_CHECK(false, "occl ", name, ": this ReduceOp is not supported (", kReductions, ")");
+    }
+    return r;
+}
+
+// The op of one call. PREMUL_SUM's is made on the communicator here and
+// destroyed when the scope ends, after the call: OCCL resolves an op when
+// the call is made (within a group too), so the call keeps what it needs.
+class ScopedOp {
+  public:
+    ScopedOp(const Reduction &r, occlComm_t comm) : op_(r.op), comm_(comm) {
+        if (!r.premul)
+            return;
+        if (r.device_factor.defined()) {
+            result_ = occlRedOpCreatePreMulSum(&op_, r.device_factor.data_ptr(), r.type,
+                                               occlScalarDevice, comm);
+        } else {
+            union {
+                float f;
+                double d;
+                uint16_t h;
+            } v;
+            switch (r.type) {
+            case occlFloat32: v.f = static_cast<float>(r.factor); break;
+            case occlFloat16: v.h = c10::Half(static_cast<float>(r.factor)).x; break;
+            case occlBfloat16: v.h = c10::BFloat16(static_cast<float>(r.factor)).x; break;
+            default: v.d = r.factor; break;
+            }
+            result_ = occlRedOpCreatePreMulSum(&op_, &v, r.type, occlScalarHostImmediate, comm);
+        }
+        made_ = result_ == occlSuccess;
+    }
+    ~ScopedOp() {
+        if (made_)
+            occlRedOpDestroy(op_, comm_);
+    }
+    ScopedOp(const ScopedOp &) = delete;
+    ScopedOp &operator=(const ScopedOp &) = delete;
+    occlResult_t result() const { return result_; }
+    occlRedOp_t op() const { return op_; }
+
+  private:
+    occlRedOp_t op_;
+    occlComm_t comm_;
+    occlResult_t result_ = occlSuccess;
+    bool made_ = false;
+};
+
+// What keeps a reduction's device factor alive until its call has run.
+void keep_factor(const Reduction &r, std::vector<at::Tensor> &keep) {
+    if (r.device_factor.defined())
+        keep.push_back(r.device_factor);
 }
 
 // OCCL's reason for a failure: its result's text and the call's own message.
@@ -129,6 +218,40 @@ std::exception_ptr error_ptr(const std::string &message) {
                     occl_message(occl_res_, comm));                                    \
     } while (0)
 
+// Calls f(i, op) for every reduction inside one occlGroupStart/End (launched
+// together), their ops made before and destroyed after.
+template <typename F>
+occlResult_t grouped(const std::vector<Reduction> &reds, occlComm_t comm, F f) {
+    std::vector<std::unique_ptr<ScopedOp>> ops;
+    for (const auto &r : reds) {
+        ops.push_back(std::make_unique<ScopedOp>(r, comm));
+        if (ops.back()->result() != occlSuccess)
+            return ops.back()->result();
+    }
+    occlResult_t res = occlGroupStart();
+    for (size_t i = 0; i < reds.size() && res == occlSuccess; i++)
+        res = f(i, ops[i]->op());
+    occlResult_t end = occlGroupEnd();
+    return res != occlSuccess ? res : end;
+}
+
+// The (output i, input i) pairs of a coalesced call: as many of each, all on
+// one device, each output of its input's dtype.
+void check_pairs(const std::vector<at::Tensor> &outputs, const std::vector<at::Tensor> &inputs,
+                 const char *op) {
+    TORCH_CHECK(!inputs.empty(), "occl ", op, ": no tensors");
+    TORCH_CHECK(outputs.size() == inputs.size(), "occl ", op, ": ", outputs.size(),
+                " output and ", inputs.size(), " input tensors (one output per input)");
+    for (size_t i = 0; i < inputs.size(); i++) {
+        std::string in = "input " + std::to_string(i), out = "output " + std::to_string(i);
+        check_tensor(inputs[i], op, in.c_str());
+        TORCH_CHECK(inputs[i].device() == inputs[0].device(), "occl ", op, ": ", in, " is on ",
+                    inputs[i].device(), ", input 0 on ", inputs[0].device(),
+                    ": all tensors of a call share one device");
+        check_like(outputs[i], inputs[i], op, out.c_str());
+    }
+}
+
 // ---- DDP's timer ------------------------------------------------------------------
 
 // DDP's Reducer asks this registry for a timer of its parameters' device type;
@@ -151,12 +274,17 @@ namespace c10d {
 C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torch_openreg::OpenRegTimer);
 } // namespace c10d
 
-// c10d's dispatched ops are CompositeExplicitAutograd kernels: calls on
-// openreg tensors reach the AutogradPrivateUse1 key first, which has no
-// kernel for them; they have no gradient, so they fall through.
+// c10d's dispatched ops have kernels per device type (PrivateUse1 among
+// them) and none for autograd: calls on openreg tensors reach the
+// AutogradPrivateUse1 key first, where the generic autograd fallback would
+// run. They have no gradient, so they fall through to the device kernel.
 TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
-    for (const char *op : {"broadcast_", "allreduce_", "allgather_", "reduce_", "gather_",
-                           "scatter_", "reduce_scatter_", "alltoall_", "barrier", "send", "recv_"})
+    for (const char *op :
+         {"broadcast_", "allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_",
+          "allgather_coalesced_", "allgather_into_tensor_coalesced_", "reduce_", "gather_",
+          "scatter_", "reduce_scatter_", "_reduce_scatter_base_",
+          "reduce_scatter_tensor_coalesced_", "alltoall_", "alltoall_base_", "barrier", "send",
+          "recv_", "recv_any_source_"})
         m.impl(op, torch::CppFunction::makeFallthrough());
 }
 
@@ -164,16 +292,33 @@ namespace torch_openreg {
 
 // ---- communicators ------------------------------------------------------------------
 
-OcclComm::~OcclComm() {
+OcclComm::~OcclComm() { release(false); }
+
+void OcclComm::release(bool abort) {
+    std::lock_guard<std::mutex> lock(mutex);
     if (!comm)
         return;
     occlResult_t failed = occlSuccess;
     occlCommGetAsyncError(comm, &failed);
     // A failed communicator cannot finalize (its peers are gone): abort it.
-    if (failed != occlSuccess)
+    if (abort || failed != occlSuccess)
         occlCommAbort(comm);
     else
         occlCommDestroy(comm);
+    comm = nullptr;
+    aborted = abort;
+}
+
+std::string OcclComm::failure(const char *name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!comm)
+        return c10::str("occl ", name, ": the process group was ",
+                        aborted ? "aborted" : "shut down", " before the call completed");
+    occlResult_t async = occlSuccess;
+    if (occlCommGetAsyncError(comm, &async) != occlSuccess || async == occlSuccess)
+        return {};
+    return c10::str("occl ", name, " failed: ", occl_message(async, comm),
+                    " (the communicator is unusable from now on: destroy the process group)");
 }
 
 // ---- Work ---------------------------------------------------------------------------
@@ -208,15 +353,13 @@ bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
     if (e == orErrorNotReady)
         return false;
     std::exception_ptr failure;
-    occlResult_t async = occlSuccess;
     if (e != orSuccess) {
         failure = error_ptr(c10::str("occl ", name_, ": waiting for its event failed: ",
                                      orGetErrorName(e), " (", orGetErrorString(e), ")"));
-    } else if (occlCommGetAsyncError(comm_->comm, &async) == occlSuccess &&
-               async != occlSuccess) {
-        failure = error_ptr(c10::str("occl ", name_, " failed: ", occl_message(async, comm_->comm),
-                                     " (the communicator is unusable from now on: destroy the "
-                                     "process group)"));
+    } else {
+        std::string why = comm_->failure(name_);
+        if (!why.empty())
+            failure = error_ptr(why);
     }
     settled_ = true;
     keep_alive_.clear();
@@ -298,7 +441,7 @@ void set_occl_timeout(std::chrono::milliseconds timeout) {
 
 ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                    int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), store_(store), timeout_(timeout) {
+    : c10d::Backend(rank, size), store_(store), timeout_(timeout) {
     TORCH_CHECK(store_, "occl: the process group needs a store");
     TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "occl: rank ", rank,
                 " is not in [0, ", size, ")");
@@ -308,6 +451,11 @@ ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store> &store,
 }
 
 ProcessGroupOCCL::~ProcessGroupOCCL() {
+    stop_watcher();
+    // Communicators go with the last work that holds them.
+}
+
+void ProcessGroupOCCL::stop_watcher() {
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         stopping_ = true;
@@ -316,14 +464,67 @@ ProcessGroupOCCL::~ProcessGroupOCCL() {
     // The watcher may need the GIL (the last reference to a tensor Python
     // made frees its Python object): never join it holding the GIL.
     if (watcher_.joinable()) {
-        if (Py_IsInitialized() && PyGILState_Check()) {
-            pybind11::gil_scoped_release no_gil;
-            watcher_.join();
-        } else {
-            watcher_.join();
-        }
+        WithoutGil no_gil;
+        watcher_.join();
     }
-    // Communicators go with the last work that holds them.
+}
+
+void ProcessGroupOCCL::close(bool abort) {
+    WithoutGil no_gil; // the waits below can be long, and the watcher may need it
+    std::map<int, std::shared_ptr<OcclComm>> comms;
+    {
+        // No call is being made (run holds it), and none will be.
+        std::lock_guard<std::mutex> lock(mutex_);
+        closed_ = true;
+        comms.swap(comms_);
+    }
+    if (abort) {
+        // The works in flight stop at their next wait, failed.
+        for (auto &kv : comms)
+            kv.second->release(true);
+        stop_watcher();
+    } else {
+        // Every OCCL wait has OCCL_TIMEOUT_MS: the works finish or fail.
+        stop_watcher();
+        for (auto &kv : comms)
+            kv.second->release(false);
+    }
+}
+
+void ProcessGroupOCCL::shutdown() { close(false); }
+
+void ProcessGroupOCCL::abort() { close(true); }
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupOCCL::getBackendOptions() {
+    return c10::make_intrusive<c10d::Backend::Options>("occl", timeout_);
+}
+
+namespace {
+std::mutex live_mutex;
+std::vector<c10::weak_intrusive_ptr<ProcessGroupOCCL>> live_groups;
+} // namespace
+
+void ProcessGroupOCCL::track(const c10::intrusive_ptr<ProcessGroupOCCL> &group) {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    // Forget the groups gone since.
+    live_groups.erase(std::remove_if(live_groups.begin(), live_groups.end(),
+                                     [](const auto &w) { return w.expired(); }),
+                      live_groups.end());
+    live_groups.emplace_back(group);
+}
+
+void ProcessGroupOCCL::shutdown_all() {
+    std::vector<c10::intrusive_ptr<ProcessGroupOCCL>> groups;
+    {
+        std::lock_guard<std::mutex> lock(live_mutex);
+        for (auto &w : live_groups)
+            if (auto g = w.lock())
+                groups.push_back(std::move(g));
+        live_groups.clear();
+    }
+    // Newest first, as torch shuts groups down.
+    for (auto it = groups.rbegin(); it != groups.rend(); ++it)
+        (*it)->shutdown();
 }
 
 void ProcessGroupOCCL::watch() {
@@ -377,6 +578,7 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
                       const Launch &launch, const std::function<void()> &after) {
     std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!closed_, "occl ", name, ": the process group is shut down (or aborted)");
     c10::DeviceGuard guard(device);
     auto comm = comm_for(device.index());
     last_device_ = device.index();
@@ -412,11 +614,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tensor> &tensors,
                                                            const c10d::AllreduceOptions &opts) {
     const at::Tensor &t = single(tensors, "allreduce");
-    occlDataType_t type = occl_type(t.scalar_type(), "allreduce");
-    occlRedOp_t op = occl_op(opts.reduceOp, t.scalar_type(), "allreduce");
-    return run("allreduce", c10d::OpType::ALLREDUCE, t.device(), tensors, {},
+    c10::DeviceGuard guard(t.device());
+    Reduction red = occl_reduction(opts.reduceOp, t, "allreduce");
+    std::vector<at::Tensor> keep;
+    keep_factor(red, keep);
+    return run("allreduce", c10d::OpType::ALLREDUCE, t.device(), tensors, keep,
                [&](occlComm_t c, orStream_t s) {
-                   return occlAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, op, c, s);
+                   ScopedOp op(red, c);
+                   if (op.result() != occlSuccess)
+                       return op.result();
+                   return occlAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), red.type, op.op(),
+                                        c, s);
                });
 }
 
@@ -425,25 +633,24 @@ ProcessGroupOCCL::allreduce_coalesced(std::vector<at::Tensor> &tensors,
                                       const c10d::AllreduceCoalescedOptions &opts) {
     TORCH_CHECK(!tensors.empty(), "occl allreduce_coalesced: no tensors");
     check_tensor(tensors[0], "allreduce_coalesced", "tensor 0");
-    std::vector<occlDataType_t> types;
-    std::vector<occlRedOp_t> ops;
+    c10::DeviceGuard guard(tensors[0].device());
+    std::vector<Reduction> reds;
+    std::vector<at::Tensor> keep;
     for (size_t i = 0; i < tensors.size(); i++) {
         std::string what = "tensor " + std::to_string(i);
         check_tensor(tensors[i], "allreduce_coalesced", what.c_str());
         TORCH_CHECK(tensors[i].device() == tensors[0].device(), "occl allreduce_coalesced: ",
                     what, " is on ", tensors[i].device(), ", tensor 0 on ", tensors[0].device());
-        types.push_back(occl_type(tensors[i].scalar_type(), "allreduce_coalesced"));
-        ops.push_back(occl_op(opts.reduceOp, tensors[i].scalar_type(), "allreduce_coalesced"));
+        reds.push_back(occl_reduction(opts.reduceOp, tensors[i], "allreduce_coalesced"));
+        keep_factor(reds.back(), keep);
     }
     // One group: the calls launch together, one task for the communicator.
     return run("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors[0].device(),
-               tensors, {}, [&](occlComm_t c, orStream_t s) {
-                   occlResult_t res = occlGroupStart();
-                   for (size_t i = 0; i < tensors.size() && res == occlSuccess; i++)
-                       res = occlAllReduce(tensors[i].data_ptr(), tensors[i].data_ptr(),
-                                           tensors[i].numel(), types[i], ops[i], c, s);
-                   occlResult_t end = occlGroupEnd();
-                   return res != occlSuccess ? res : end;
+               tensors, keep, [&](occlComm_t c, orStream_t s) {
+                   return grouped(reds, c, [&](size_t i, occlRedOp_t op) {
+                       return occlAllReduce(tensors[i].data_ptr(), tensors[i].data_ptr(),
+                                            tensors[i].numel(), reds[i].type, op, c, s);
+                   });
                });
 }
 
@@ -451,12 +658,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor> 
                                                         const c10d::ReduceOptions &opts) {
     const at::Tensor &t = single(tensors, "reduce");
     TORCH_CHECK(opts.rootTensor == 0, "occl reduce: rootTensor must be 0 (one tensor)");
-    occlDataType_t type = occl_type(t.scalar_type(), "reduce");
-    occlRedOp_t op = occl_op(opts.reduceOp, t.scalar_type(), "reduce");
+    c10::DeviceGuard guard(t.device());
+    Reduction red = occl_reduction(opts.reduceOp, t, "reduce");
+    std::vector<at::Tensor> keep;
+    keep_factor(red, keep);
     int root = static_cast<int>(opts.rootRank);
-    return run("reduce", c10d::OpType::REDUCE, t.device(), tensors, {},
+    return run("reduce", c10d::OpType::REDUCE, t.device(), tensors, keep,
                [&](occlComm_t c, orStream_t s) {
-                   return occlReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, op, root, c, s);
+                   ScopedOp op(red, c);
+                   if (op.result() != occlSuccess)
+                       return op.result();
+                   return occlReduce(t.data_ptr(), t.data_ptr(), t.numel(), red.type, op.op(), root,
+                                     c, s);
                });
 }
 
@@ -500,6 +713,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(at::Tensor &out
                {input}, [&](occlComm_t c, orStream_t s) {
                    return occlAllGather(input.data_ptr(), output.data_ptr(), input.numel(), type,
                                         c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                  std::vector<at::Tensor> &inputs,
+                                                  const c10d::AllgatherOptions &) {
+    const char *name = "allgather_into_tensor_coalesced";
+    check_pairs(outputs, inputs, name);
+    std::vector<occlDataType_t> types;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(), "occl ", name,
+                    ": output ", i, " has ", outputs[i].numel(), " elements, expected input ", i,
+                    "'s ", inputs[i].numel(), " times ", getSize(), " ranks");
+        types.push_back(occl_type(inputs[i].scalar_type(), name));
+    }
+    return run(name, c10d::OpType::COALESCED, inputs[0].device(), outputs, inputs,
+               [&](occlComm_t c, orStream_t s) {
+                   occlResult_t res = occlGroupStart();
+                   for (size_t i = 0; i < inputs.size() && res == occlSuccess; i++)
+                       res = occlAllGather(inputs[i].data_ptr(), outputs[i].data_ptr(),
+                                           inputs[i].numel(), types[i], c, s);
+                   occlResult_t end = occlGroupEnd();
+                   return res != occlSuccess ? res : end;
                });
 }
 
@@ -592,16 +829,20 @@ ProcessGroupOCCL::reduce_scatter(std::vector<at::Tensor> &outputs,
         TORCH_CHECK(i.numel() == out.numel(), "occl reduce_scatter: an input tensor has ",
                     i.numel(), " elements, the output ", out.numel());
     }
-    occlDataType_t type = occl_type(out.scalar_type(), "reduce_scatter");
-    occlRedOp_t op = occl_op(opts.reduceOp, out.scalar_type(), "reduce_scatter");
     c10::DeviceGuard guard(out.device());
+    Reduction red = occl_reduction(opts.reduceOp, out, "reduce_scatter");
     at::Tensor flat = at::empty({getSize() * out.numel()}, out.options());
     for (int r = 0; r < getSize(); r++)
         flat.narrow(0, r * out.numel(), out.numel()).copy_(ins[r].reshape({-1}));
-    return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, out.device(), outputs, {flat},
+    std::vector<at::Tensor> keep{flat};
+    keep_factor(red, keep);
+    return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, out.device(), outputs, keep,
                [&](occlComm_t c, orStream_t s) {
-                   return occlReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(), type, op,
-                                            c, s);
+                   ScopedOp op(red, c);
+                   if (op.result() != occlSuccess)
+                       return op.result();
+                   return occlReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(), red.type,
+                                            op.op(), c, s);
                });
 }
 
@@ -613,12 +854,42 @@ ProcessGroupOCCL::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
     TORCH_CHECK(input.numel() == output.numel() * getSize(), "occl _reduce_scatter_base: the input has ",
                 input.numel(), " elements, expected the output's ", output.numel(), " times ",
                 getSize(), " ranks");
-    occlDataType_t type = occl_type(input.scalar_type(), "_reduce_scatter_base");
-    occlRedOp_t op = occl_op(opts.reduceOp, input.scalar_type(), "_reduce_scatter_base");
+    c10::DeviceGuard guard(input.device());
+    Reduction red = occl_reduction(opts.reduceOp, input, "_reduce_scatter_base");
+    std::vector<at::Tensor> keep{input};
+    keep_factor(red, keep);
     return run("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, input.device(),
-               {output}, {input}, [&](occlComm_t c, orStream_t s) {
+               {output}, keep, [&](occlComm_t c, orStream_t s) {
+                   ScopedOp op(red, c);
+                   if (op.result() != occlSuccess)
+                       return op.result();
                    return occlReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                                            type, op, c, s);
+                                            red.type, op.op(), c, s);
+               });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                  std::vector<at::Tensor> &inputs,
+                                                  const c10d::ReduceScatterOptions &opts) {
+    const char *name = "reduce_scatter_tensor_coalesced";
+    check_pairs(outputs, inputs, name);
+    c10::DeviceGuard guard(inputs[0].device());
+    std::vector<Reduction> reds;
+    std::vector<at::Tensor> keep(inputs);
+    for (size_t i = 0; i < inputs.size(); i++) {
+        TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize(), "occl ", name,
+                    ": input ", i, " has ", inputs[i].numel(), " elements, expected output ", i,
+                    "'s ", outputs[i].numel(), " times ", getSize(), " ranks");
+        reds.push_back(occl_reduction(opts.reduceOp, inputs[i], name));
+        keep_factor(reds.back(), keep);
+    }
+    return run(name, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, inputs[0].device(), outputs,
+               keep, [&](occlComm_t c, orStream_t s) {
+                   return grouped(reds, c, [&](size_t i, occlRedOp_t op) {
+                       return occlReduceScatter(inputs[i].data_ptr(), outputs[i].data_ptr(),
+                                                outputs[i].numel(), reds[i].type, op, c, s);
+                   });
                });
 }
 
@@ -789,17 +1060,22 @@ TORCH_OPENREG_BINDINGS(process_group_occl) {
     namespace py = pybind11;
     // The base class is torch's: importing torch.distributed first registers it.
     py::module::import("torch.distributed");
-    py::class_<ProcessGroupOCCL, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupOCCL>>(
+    py::class_<ProcessGroupOCCL, c10d::Backend, c10::intrusive_ptr<ProcessGroupOCCL>>(
         m, "ProcessGroupOCCL",
-        "The occl torch.distributed backend (use through torch.distributed with backend "
-        "\"occl\")")
+        "The occl torch.distributed backend: a c10d Backend for openreg device tensors (use "
+        "through torch.distributed with backend \"occl\")")
         .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                          std::chrono::milliseconds timeout) {
-                 return c10::make_intrusive<ProcessGroupOCCL>(store, rank, size, timeout);
+                 auto group = c10::make_intrusive<ProcessGroupOCCL>(store, rank, size, timeout);
+                 ProcessGroupOCCL::track(group);
+                 return group;
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
              py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("timeout", &ProcessGroupOCCL::timeout);
+    // torch_openreg.distributed's exit hook: every group still alive shuts
+    // down while the runtime runs.
+    m.def("_occl_shutdown_all", &ProcessGroupOCCL::shutdown_all);
 }
 
 } // namespace torch_openreg

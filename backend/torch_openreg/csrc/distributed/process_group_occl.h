@@ -1,5 +1,7 @@
 // process_group_occl.h - the "occl" torch.distributed backend: a c10d
-// ProcessGroup whose collectives are OCCL calls on openreg device tensors.
+// Backend whose collectives are OCCL calls on openreg device tensors. torch's
+// ProcessGroup holds it for the openreg device type and hands it the calls
+// whose tensors are on openreg devices.
 //
 // Each call runs on the current stream of its tensors' device, in order with
 // the ops that produced them, and returns a Work completed through an
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <occl.h>
@@ -28,13 +31,22 @@
 namespace torch_openreg {
 
 // One OCCL communicator: the group's ranks on one device index.
+// Works hold it too: a work settled after the group shut down or aborted
+// reads a null comm (under mutex) and says so.
 struct OcclComm {
+    std::mutex mutex;
     occlComm_t comm = nullptr;
     int device = -1;
+    bool aborted = false;
     ~OcclComm();
+    // Destroys the communicator (occlCommDestroy: its queued work finishes
+    // first), or aborts it (occlCommAbort) when abort is set or it failed.
+    void release(bool abort);
+    // Empty if the communicator is sound, else why not.
+    std::string failure(const char *name);
 };
 
-class ProcessGroupOCCL : public c10d::ProcessGroup {
+class ProcessGroupOCCL : public c10d::Backend {
   public:
     class WorkOCCL : public c10d::Work {
       public:
@@ -92,6 +104,12 @@ class ProcessGroupOCCL : public c10d::ProcessGroup {
                                              const c10d::AllgatherOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
                                                    const c10d::AllgatherOptions &opts) override;
+    // torch's coalescing manager and FSDP: one _allgather_base per pair,
+    // launched together (occlGroupStart/End); one work for them all.
+    c10::intrusive_ptr<c10d::Work>
+    allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                    std::vector<at::Tensor> &inputs,
+                                    const c10d::AllgatherOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::GatherOptions &opts) override;
@@ -104,6 +122,11 @@ class ProcessGroupOCCL : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work>
     _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
                          const c10d::ReduceScatterOptions &opts) override;
+    // The same for _reduce_scatter_base.
+    c10::intrusive_ptr<c10d::Work>
+    reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                    std::vector<at::Tensor> &inputs,
+                                    const c10d::ReduceScatterOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                  std::vector<int64_t> &outputSplitSizes,
                                                  std::vector<int64_t> &inputSplitSizes,
@@ -117,7 +140,22 @@ class ProcessGroupOCCL : public c10d::ProcessGroup {
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
 
+    // The options it was made with: the name and the timeout.
+    c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
+    // dist.destroy_process_group() (and the exit hook of
+    // torch_openreg.distributed): the works in flight finish, then the
+    // communicators are destroyed. Later calls raise.
+    void shutdown() override;
+    // The communicators are aborted (the works in flight fail), then as shutdown.
+    void abort() override;
+
     std::chrono::milliseconds timeout() const { return timeout_; }
+
+    // Every group alive in the process, for the exit hook: shut down while
+    // the openreg runtime still runs (torch's static destructors run after it
+    // has stopped).
+    static void track(const c10::intrusive_ptr<ProcessGroupOCCL> &group);
+    static void shutdown_all();
 
   private:
     // What a collective enqueues, given the communicator and the stream.
@@ -129,6 +167,9 @@ class ProcessGroupOCCL : public c10d::ProcessGroup {
                                        std::vector<at::Tensor> keep_alive, const Launch &launch,
                                        const std::function<void()> &after = nullptr);
     void watch();
+    // Lets the watcher finish the works in flight and joins it.
+    void stop_watcher();
+    void close(bool abort);
 
     c10::intrusive_ptr<c10d::Store> store_;
     std::chrono::milliseconds timeout_;
@@ -136,6 +177,7 @@ class ProcessGroupOCCL : public c10d::ProcessGroup {
     std::map<int, std::shared_ptr<OcclComm>> comms_;
     uint64_t comms_made_ = 0;
     int last_device_ = -1;
+    bool closed_ = false; // shut down or aborted: no more calls
 
     // Works in flight, completed in order by the watcher thread, so that
     // futures (DDP's) complete without anyone waiting on the work.

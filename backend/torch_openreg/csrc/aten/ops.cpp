@@ -184,7 +184,7 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
                                      current_stream_handle(self.device().index())));
         // Asynchronous only into pinned memory, as CUDA: the caller then
         // synchronizes before reading.
-        if (!(non_blocking && direct && dst.is_pinned(self.device())))
+        if (!(non_blocking && direct && dst.is_pinned()))
             sync_stream(self.device().index());
         if (!direct)
             dst.copy_(h);
@@ -200,7 +200,7 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
                                  current_stream_handle(dst.device().index())));
     // The host buffer must outlive the copy: wait unless it is the caller's
     // pinned tensor itself.
-    if (!(non_blocking && h.is_same(self) && self.is_pinned(dst.device())))
+    if (!(non_blocking && h.is_same(self) && self.is_pinned()))
         sync_stream(dst.device().index());
     if (!d.is_same(dst))
         copy_device_to_device(d, dst);

@@ -28,14 +28,21 @@ int64_t fused_sdp_choice(const at::Tensor &query, const at::Tensor &key, const a
     return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
+// What the kernel computes in: float32 for float16 and bfloat16 inputs,
+// else the inputs' own type (float64 stays float64).
+at::ScalarType compute_type(const at::Tensor &t) {
+    return at::isReducedFloatingType(t.scalar_type()) ? at::kFloat : t.scalar_type();
+}
+
 double softmax_scale(const at::Tensor &query, std::optional<double> scale) {
     return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
 }
 
-// The attention scores (batch, heads, L, S) in float32, masked.
+// The attention scores (batch, heads, L, S) in the compute type, masked.
 at::Tensor scores(const at::Tensor &query, const at::Tensor &key,
                   const std::optional<at::Tensor> &attn_bias, bool is_causal, double scale) {
-    at::Tensor s = at::matmul(query.to(at::kFloat), key.to(at::kFloat).transpose(-2, -1)) * scale;
+    at::ScalarType ct = compute_type(query);
+    at::Tensor s = at::matmul(query.to(ct), key.to(ct).transpose(-2, -1)) * scale;
     if (is_causal) {
         int64_t l = query.size(-2), n = key.size(-2);
         // Top-left aligned, as PyTorch's is_causal: query i sees keys 0..i.
@@ -46,7 +53,7 @@ at::Tensor scores(const at::Tensor &query, const at::Tensor &key,
         if (attn_bias->scalar_type() == at::kBool)
             s = s.masked_fill(attn_bias->logical_not(), -std::numeric_limits<float>::infinity());
         else
-            s = s + attn_bias->to(at::kFloat);
+            s = s + attn_bias->to(ct);
     }
     return s;
 }
@@ -60,7 +67,7 @@ sdpa_forward(const at::Tensor &query, const at::Tensor &key, const at::Tensor &v
     double sc = softmax_scale(query, scale);
     at::Tensor s = scores(query, key, attn_bias, is_causal, sc);
     at::Tensor lse = at::logsumexp(s, -1); // (batch, heads, L): what backward needs
-    at::Tensor out = at::matmul(at::exp(s - lse.unsqueeze(-1)), value.to(at::kFloat))
+    at::Tensor out = at::matmul(at::exp(s - lse.unsqueeze(-1)), value.to(compute_type(query)))
                          .to(query.scalar_type());
     at::Tensor empty = at::empty({0}, query.options().dtype(at::kLong));
     return {out,   lse,  empty, empty, c10::SymInt(query.size(-2)), c10::SymInt(key.size(-2)),
@@ -80,10 +87,10 @@ sdpa_backward(const at::Tensor &grad_out, const at::Tensor &query, const at::Ten
         bias = attn_bias;
     // P = softmax(S) from the saved log-sum-exp; dS = P * (dP - rowsum(dO * O)).
     at::Tensor p = at::exp(scores(query, key, bias, is_causal, sc) - logsumexp.unsqueeze(-1));
-    at::Tensor go = grad_out.to(at::kFloat), q = query.to(at::kFloat), k = key.to(at::kFloat);
-    at::Tensor v = value.to(at::kFloat);
+    at::ScalarType ct = compute_type(query);
+    at::Tensor go = grad_out.to(ct), q = query.to(ct), k = key.to(ct), v = value.to(ct);
     at::Tensor dp = at::matmul(go, v.transpose(-2, -1));
-    at::Tensor ds = p * (dp - (go * out.to(at::kFloat)).sum(-1, true));
+    at::Tensor ds = p * (dp - (go * out.to(ct)).sum(-1, true));
     at::Tensor dq, dk, dv, dbias;
     if (grad_input_mask[0])
         dq = (at::matmul(ds, k) * sc).to(query.scalar_type());

@@ -7,5 +7,5 @@ import torch_openreg
 
 @pytest.fixture
 def dev():
-    """The first openreg device (openreg:0, or privateuseone:0 on PyTorch 1.13)."""
+    """The first openreg device, openreg:0."""
     return torch_openreg.device(0)

@@ -11,7 +11,7 @@ def test_device_count_follows_runtime():
 
 
 def test_device_type_name():
-    expected = "openreg" if hasattr(torch.utils, "rename_privateuse1_backend") else "privateuseone"
+    expected = "openreg"
     assert torch_openreg.DEVICE_TYPE == expected
     d = torch_openreg.device(1)
     assert d.type == expected and d.index == 1

@@ -11,6 +11,7 @@ int or_cpu_device_map(or_cpu_device *d, size_t capacity, const char *shm_name)
 {
     /* NORESERVE: a large device costs nothing until its pages are touched. */
     void *p;
+    d->memfd = -1;
     if (shm_name) {
         int fd = shm_open(shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
         if (fd < 0)
@@ -39,11 +40,37 @@ int or_cpu_device_map(or_cpu_device *d, size_t capacity, const char *shm_name)
     return 0;
 }
 
+int or_cpu_device_map_memfd(or_cpu_device *d, size_t capacity)
+{
+    d->memfd = -1;
+    int fd = memfd_create("openreg-device", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    void *p = ftruncate(fd, (off_t)capacity) ? MAP_FAILED
+                                              : mmap(NULL, capacity, PROT_READ | PROT_WRITE,
+                                                     MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    d->shared = true;
+    d->memfd = fd;
+    d->base = p;
+    d->capacity = capacity;
+    if (d->bind != OR_BIND_NONE)
+        or_placement_bind_memory(&d->place, p, capacity);
+    return 0;
+}
+
 void or_cpu_device_unmap(or_cpu_device *d)
 {
-    if (d->base)
+    if (d->base) {
         munmap(d->base, d->capacity);
+        if (d->memfd >= 0)
+            close(d->memfd);
+    }
     d->base = NULL;
+    d->memfd = -1;
 }
 
 int or_cpu_device_set_readable(or_cpu_device *d, size_t len, bool readable)

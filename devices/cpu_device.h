@@ -22,6 +22,7 @@ typedef struct or_cpu_device {
     unsigned char *base; /* device memory, capacity bytes */
     size_t capacity;
     bool shared;         /* a shared-memory segment, not private memory */
+    int memfd;           /* or_cpu_device_map_memfd: the segment's descriptor, else -1 */
     or_placement place;
     or_bind_mode bind;
     int nthreads;
@@ -35,6 +36,11 @@ typedef struct or_cpu_device {
  * memory is a new POSIX shared-memory segment (mode 0600) that other
  * processes can map until the name is unlinked. */
 int or_cpu_device_map(or_cpu_device *d, size_t capacity, const char *shm_name);
+/* As or_cpu_device_map, but the memory is an anonymous shared segment
+ * (memfd) kept open as d->memfd, so that processes of the same user can map
+ * it through /proc/PID/fd/FD while this process lives; nothing is left
+ * behind in /dev/shm. */
+int or_cpu_device_map_memfd(or_cpu_device *d, size_t capacity);
 void or_cpu_device_unmap(or_cpu_device *d);
 /* Strict mode: make the first len bytes of the memory (rounded up to whole
  * pages) readable by host code, or not. */

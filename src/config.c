@@ -76,6 +76,10 @@ static const or_param params[] = {
      "round robin (spread), or take the topology devices a file gives each rank "
      "(docs/topology.md#placement-files)",
      0, 0, placement_choices, offsetof(or_config, placement)},
+    {"OPENREG_IPC_CHILDREN", OR_PARAM_CHOICE, "0", "0 or 1",
+     "1: a process started alone (not under MPI) keeps its device memory in a shared segment "
+     "and sets OPENREG_IPC_PARENT, so that the processes it starts can open its IPC handles",
+     0, 0, bool_choices, offsetof(or_config, ipc_children)},
 };
 
 const or_param *or_config_params(size_t *count)

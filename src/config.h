@@ -24,6 +24,7 @@ typedef struct or_config {
     long long topo;           /* OPENREG_TOPO given and valid (the text stays in the env) */
     long long placement;      /* OPENREG_PLACEMENT: an or_topo_placement, or
                                  OR_PLACEMENT_FILE (the name stays in the env) */
+    long long ipc_children;   /* OPENREG_IPC_CHILDREN */
 } or_config;
 
 /* cfg->placement for a placement file: one past packed and spread. */

@@ -283,6 +283,12 @@ void or_memory_fini(void);
 bool or_ipc_lookup(const void *p, or_ipc_map *out);
 /* Do a kernel's arguments hold a pointer into remote memory? */
 bool or_ipc_args_name_remote(const void *args, size_t size);
+/* OPENREG_IPC_PARENT: take the parent's identity (if set); with
+ * export_to_children, share this process's device memory with the processes
+ * it starts and set OPENREG_IPC_PARENT for them. */
+orError_t or_ipc_family_init(bool export_to_children);
+/* orFree, under dev->mem_lock: the allocation at off is no longer exported. */
+void or_ipc_family_forget(const or_device *dev, size_t off);
 void or_ipc_fini(void);
 
 #endif /* OR_INTERNAL_H */

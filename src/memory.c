@@ -157,8 +157,10 @@ orError_t orFree(void *devPtr)
     size_t off = (size_t)((unsigned char *)devPtr - dev->hw.base), size;
     pthread_mutex_lock(&dev->mem_lock);
     int rc = or_arena_free(&dev->arena, off, &size);
-    if (rc == 0)
+    if (rc == 0) {
+        or_ipc_family_forget(dev, off);
         or_cpu_device_discard(&dev->hw, off, size);
+    }
     pthread_mutex_unlock(&dev->mem_lock);
     if (rc == ENOMEM)
         OR_RETURN(orErrorMemoryAllocation);

@@ -10,11 +10,23 @@
  * memory itself, through the node's shared arena mappings; on another node it
  * is a reserved, inaccessible address range whose copies the proxies carry
  * out over MPI.
+ *
+ * A process started alone with OPENREG_IPC_CHILDREN=1 also shares with the
+ * processes it starts (its "children", which are no MPI ranks): its device
+ * memory is a memfd segment, and OPENREG_IPC_PARENT in its environment tells
+ * a child its job identity and where to map that memory (/proc/PID/fd/FD).
+ * Such a child opens the parent's handles; an export table (one slot per
+ * 256-byte block, shared read-only with the children) says which exported
+ * allocations are still live, so that a stale handle is refused as in a job.
  */
+#include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "proxy.h"
@@ -36,6 +48,24 @@ static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
 static or_ipc_map *maps;
 static size_t nmaps, cap_maps;
 static _Atomic size_t nremote; /* remote maps open: kernel launches check their args */
+
+/* Sharing with child processes (OPENREG_IPC_CHILDREN / OPENREG_IPC_PARENT). */
+#define FAMILY_RANK (-1) /* the owner rank of maps of the parent's memory */
+typedef struct family_device {
+    int arena_fd, table_fd; /* the parent's descriptors (in the parent's fd table) */
+    size_t capacity;
+    unsigned char *base;    /* mapped on first use (child side) */
+    _Atomic uint64_t *slots; /* alloc id of the exported allocation starting at each block */
+} family_device;
+static family_device *exports; /* ours, one per device, NULL unless exporting */
+static int nexports;
+static struct {
+    bool present;
+    long pid;
+    uint64_t job_id, key[2];
+    int ndevices;
+    family_device *dev;
+} parent;
 
 /* ---- peer access ---------------------------------------------------------- */
 
@@ -147,6 +177,9 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t *handle, void *devPtr)
     ipc_wire w = {IPC_MAGIC, or_cl.job_id, or_cl.rank, dev->id, alloc.off, alloc.requested,
                   alloc.id, 0};
     w.mac = wire_mac(&w);
+    if (exports && dev->id < nexports)
+        atomic_store_explicit(&exports[dev->id].slots[alloc.off / OR_ARENA_ALIGN], alloc.id,
+                              memory_order_release);
     memset(handle, 0, sizeof *handle);
     memcpy(handle->reserved, &w, sizeof w);
     return orSuccess;
@@ -168,6 +201,85 @@ static const or_peer_arena *peer_arena(int rank, int device)
     return NULL;
 }
 
+/* Map the parent's device memory and export table of device d (maps_lock held). */
+static orError_t map_parent_device(int d)
+{
+    family_device *f = &parent.dev[d];
+    if (f->base)
+        return orSuccess;
+    char path[64];
+    size_t nslots = f->capacity / OR_ARENA_ALIGN;
+    snprintf(path, sizeof path, "/proc/%ld/fd/%d", parent.pid, f->arena_fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    void *base = fd < 0 ? MAP_FAILED
+                        : mmap(NULL, f->capacity, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (base == MAP_FAILED) {
+        OR_INFO("ipc", "cannot map the parent's device %d (%s): has process %ld exited?", d,
+                path, parent.pid);
+        return orErrorInvalidDevicePointer;
+    }
+    snprintf(path, sizeof path, "/proc/%ld/fd/%d", parent.pid, f->table_fd);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    void *slots = fd < 0 ? MAP_FAILED
+                         : mmap(NULL, nslots * sizeof(uint64_t), PROT_READ,
+                                MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (slots == MAP_FAILED) {
+        munmap(base, f->capacity);
+        OR_INFO("ipc", "cannot map the parent's export table of device %d (%s)", d, path);
+        return orErrorInvalidDevicePointer;
+    }
+    f->base = base;
+    f->slots = slots;
+    return orSuccess;
+}
+
+/* A handle made by the parent process (authenticated by the caller's check of
+ * the job id; the MAC is checked here with the parent's key). */
+static orError_t open_parent_handle(void **devPtr, const ipc_wire *w)
+{
+    if (w->mac != or_siphash24(w, offsetof(ipc_wire, mac), parent.key) || w->rank != 0 ||
+        w->device < 0 || w->device >= parent.ndevices || w->offset % OR_ARENA_ALIGN ||
+        w->offset >= parent.dev[w->device].capacity ||
+        w->size > parent.dev[w->device].capacity - w->offset) {
+        OR_INFO("ipc", "rejected an IPC handle: not made by the parent's orIpcGetMemHandle");
+        return orErrorInvalidResourceHandle;
+    }
+    pthread_mutex_lock(&maps_lock);
+    orError_t err = map_parent_device(w->device);
+    family_device *f = &parent.dev[w->device];
+    if (err == orSuccess &&
+        atomic_load_explicit(&f->slots[w->offset / OR_ARENA_ALIGN], memory_order_acquire) !=
+            w->alloc_id)
+        err = orErrorInvalidDevicePointer; /* freed (and maybe reused) since */
+    or_ipc_map *m = err == orSuccess ? find_map_locked(FAMILY_RANK, w->device, w->alloc_id) : NULL;
+    if (m) {
+        m->refs++;
+        *devPtr = m->addr;
+    } else if (err == orSuccess && nmaps == cap_maps) {
+        size_t cap = cap_maps ? 2 * cap_maps : 8;
+        or_ipc_map *grown = realloc(maps, cap * sizeof *grown);
+        if (grown) {
+            maps = grown;
+            cap_maps = cap;
+        } else {
+            err = orErrorMemoryAllocation;
+        }
+    }
+    if (err == orSuccess && !m) {
+        unsigned char *addr = f->base + w->offset;
+        maps[nmaps++] = (or_ipc_map){addr,     w->size, FAMILY_RANK, w->device, w->offset,
+                                     w->alloc_id, false,   1,           or_current_device()->id};
+        *devPtr = addr;
+    }
+    pthread_mutex_unlock(&maps_lock);
+    return err;
+}
+
 orError_t orIpcOpenMemHandle(void **devPtr, orIpcMemHandle_t handle, unsigned int flags)
 {
     OR_API_BEGIN();
@@ -177,6 +289,9 @@ orError_t orIpcOpenMemHandle(void **devPtr, orIpcMemHandle_t handle, unsigned in
         OR_RETURN(orErrorNotPermitted);
     ipc_wire w;
     memcpy(&w, handle.reserved, sizeof w);
+    if (parent.present && w.magic == IPC_MAGIC && w.job_id == parent.job_id &&
+        w.job_id != or_cl.job_id)
+        OR_RETURN(open_parent_handle(devPtr, &w));
     if (w.magic != IPC_MAGIC || w.job_id != or_cl.job_id || w.mac != wire_mac(&w) ||
         w.rank < 0 || w.rank >= or_cl.nranks || w.device < 0 ||
         w.device >= or_cl.first_device[w.rank + 1] - or_cl.first_device[w.rank]) {
@@ -306,9 +421,119 @@ bool or_ipc_args_name_remote(const void *args, size_t size)
     return false;
 }
 
+/* ---- sharing with child processes ----------------------------------------- */
+
+static void parse_parent(const char *env)
+{
+    long pid;
+    unsigned long long id, k0, k1;
+    int nd, used;
+    if (sscanf(env, "%ld:%llx:%llx:%llx:%d%n", &pid, &id, &k0, &k1, &nd, &used) != 5 ||
+        nd < 1 || nd > 256)
+        goto bad;
+    family_device *dev = calloc((size_t)nd, sizeof *dev);
+    if (!dev)
+        return;
+    const char *p = env + used;
+    for (int d = 0; d < nd; d++) {
+        int a, t, n;
+        unsigned long long cap;
+        if (sscanf(p, ":%d,%d,%llu%n", &a, &t, &cap, &n) != 3 || cap % OR_ARENA_ALIGN) {
+            free(dev);
+            goto bad;
+        }
+        dev[d] = (family_device){a, t, (size_t)cap, NULL, NULL};
+        p += n;
+    }
+    parent.pid = pid;
+    parent.job_id = id;
+    parent.key[0] = k0;
+    parent.key[1] = k1;
+    parent.ndevices = nd;
+    parent.dev = dev;
+    parent.present = true;
+    return;
+bad:
+    OR_WARN("ipc", "OPENREG_IPC_PARENT is malformed; the parent's IPC handles will be refused");
+}
+
+orError_t or_ipc_family_init(bool export_to_children)
+{
+    const char *env = getenv("OPENREG_IPC_PARENT");
+    if (env)
+        parse_parent(env);
+    if (!export_to_children)
+        return orSuccess;
+    int n = or_rt.ndevices;
+    exports = calloc((size_t)n, sizeof *exports);
+    size_t len = 128 + (size_t)n * 48;
+    char *text = malloc(len);
+    if (!exports || !text) {
+        free(text);
+        return orErrorMemoryAllocation;
+    }
+    nexports = n;
+    for (int d = 0; d < n; d++)
+        exports[d].table_fd = -1;
+    int pos = snprintf(text, len, "%ld:%016" PRIx64 ":%016" PRIx64 ":%016" PRIx64 ":%d",
+                       (long)getpid(), or_cl.job_id, or_cl.job_key[0], or_cl.job_key[1], n);
+    for (int d = 0; d < n; d++) {
+        const or_device *dev = &or_rt.devices[d];
+        family_device *f = &exports[d];
+        size_t nslots = dev->hw.capacity / OR_ARENA_ALIGN;
+        int fd = memfd_create("openreg-exports", MFD_CLOEXEC);
+        void *slots = fd < 0 || ftruncate(fd, (off_t)(nslots * sizeof(uint64_t)))
+                          ? MAP_FAILED
+                          : mmap(NULL, nslots * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (slots == MAP_FAILED) {
+            if (fd >= 0)
+                close(fd);
+            fprintf(stderr, "openreg: OPENREG_IPC_CHILDREN: cannot make the export table of "
+                            "device %d\n", d);
+            free(text);
+            return orErrorInitialization;
+        }
+        *f = (family_device){dev->hw.memfd, fd, dev->hw.capacity, dev->hw.base, slots};
+        pos += snprintf(text + pos, len - (size_t)pos, ":%d,%d,%zu", f->arena_fd, fd,
+                        f->capacity);
+    }
+    /* The children's environment: spawned processes inherit it. */
+    setenv("OPENREG_IPC_PARENT", text, 1);
+    free(text);
+    return orSuccess;
+}
+
+void or_ipc_family_forget(const or_device *dev, size_t off)
+{
+    if (!exports || dev->id >= nexports)
+        return;
+    _Atomic uint64_t *slot = &exports[dev->id].slots[off / OR_ARENA_ALIGN];
+    /* Read first: a block never exported keeps its page of the table untouched. */
+    if (atomic_load_explicit(slot, memory_order_relaxed))
+        atomic_store_explicit(slot, 0, memory_order_release);
+}
+
 void or_ipc_fini(void)
 {
     pthread_mutex_lock(&maps_lock);
+    for (int d = 0; d < nexports; d++) {
+        munmap((void *)exports[d].slots,
+               exports[d].capacity / OR_ARENA_ALIGN * sizeof(uint64_t));
+        close(exports[d].table_fd);
+    }
+    free(exports);
+    exports = NULL;
+    nexports = 0;
+    for (int d = 0; parent.present && d < parent.ndevices; d++)
+        if (parent.dev[d].base) {
+            munmap(parent.dev[d].base, parent.dev[d].capacity);
+            munmap((void *)parent.dev[d].slots,
+                   parent.dev[d].capacity / OR_ARENA_ALIGN * sizeof(uint64_t));
+        }
+    free(parent.dev);
+    parent.dev = NULL;
+    parent.present = false;
     for (size_t i = 0; i < nmaps; i++)
         if (maps[i].remote)
             munmap(maps[i].addr, maps[i].size ? maps[i].size : 1);

@@ -36,7 +36,7 @@ static size_t host_memory_share(int slots)
 }
 
 static orError_t device_start(or_device *dev, int id, const or_placement *place,
-                              const char *shm_name)
+                              const char *shm_name, bool memfd)
 {
     memset(dev, 0, sizeof *dev);
     dev->id = id;
@@ -50,7 +50,8 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place,
     size_t capacity = or_rt.cfg.device_mem  ? (size_t)or_rt.cfg.device_mem
                       : prof->memory        ? prof->memory
                                             : host_memory_share(or_rt.local_nranks * or_rt.ndevices);
-    if (or_cpu_device_map(&dev->hw, capacity, shm_name)) {
+    if (memfd ? or_cpu_device_map_memfd(&dev->hw, capacity)
+              : or_cpu_device_map(&dev->hw, capacity, shm_name)) {
         fprintf(stderr,
                 "openreg: cannot reserve %zu bytes for device %d (profile %s; set "
                 "OPENREG_DEVICE_MEM lower): %s\n",
@@ -206,6 +207,8 @@ static void runtime_init(void)
     }
     /* Ranks of one virtual node map each other's device memory. */
     bool shared = or_cl.mpi && or_cl.node_nranks > 1;
+    /* A process started alone may share its memory with the processes it starts. */
+    bool family = !or_cl.mpi && or_rt.cfg.ipc_children;
     or_rt.ndevices = n; /* device_start sizes memory by it */
     int started = 0;
     while (started < n) {
@@ -217,7 +220,7 @@ static void runtime_init(void)
                      (unsigned long long)or_cl.job_id, or_cl.rank, started, salt);
         }
         or_rt.init_error = device_start(&or_rt.devices[started], started, &places[started],
-                                        shared ? shm_names[started] : NULL);
+                                        shared ? shm_names[started] : NULL, family);
         capacities[started] = or_rt.devices[started].hw.capacity;
         started++;
         if (or_rt.init_error != orSuccess)
@@ -227,6 +230,8 @@ static void runtime_init(void)
         or_placement_release(&places[d]);
     or_rt.ndevices = started;
     free(places);
+    if (or_rt.init_error == orSuccess)
+        or_rt.init_error = or_ipc_family_init(family);
     if (or_rt.init_error == orSuccess && or_rt.cfg.trace)
         or_rt.init_error = trace_start();
     /* Every rank goes through each collective step below, and they agree on

@@ -16,6 +16,14 @@ docs/torch.md is the user guide.
 """
 
 
+import os  # noqa: E402
+
+# Before the runtime starts: its device memory is then shared with the
+# processes this one starts, so torch.multiprocessing can send them openreg
+# tensors without a copy (torch_openreg.ipc). OPENREG_IPC_CHILDREN=0 opts out.
+os.environ.setdefault("OPENREG_IPC_CHILDREN", "1")
+
+
 def _autoload():
     """The ``torch.backends`` entry point: importing the package is the whole
     registration. Defined before ``import torch``: when the package is
@@ -85,6 +93,11 @@ __all__ = [
 torch._register_device_module(DEVICE_TYPE, __import__(__name__))
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+
+# torch.multiprocessing sends openreg tensors as IPC handles (torch_openreg.ipc).
+from . import ipc  # noqa: E402
+
+ipc.register_reductions()
 
 # The "occl" torch.distributed backend (torch_openreg.distributed).
 from . import distributed  # noqa: E402,F401

@@ -10,6 +10,11 @@
 // Blocks go back to the arena (orFree) on empty_cache, or when an allocation
 // finds the arena full: then the device's streams are synchronized first,
 // since orFree is immediate.
+//
+// A block shared with another process (ipc_export: an IPC handle of it was
+// made) is never cached: when its tensor dies it goes back to the arena once
+// its streams' work has run, so that the handle becomes stale (opening it is
+// refused) instead of naming memory that another tensor reuses.
 #include <deque>
 #include <mutex>
 #include <set>
@@ -43,6 +48,7 @@ struct Block {
     c10::Stream stream;
     std::vector<c10::Stream> used_on; // from record_stream, cleared on free
     int pending_events = 0;
+    bool exported = false; // an IPC handle of it was made: freed, not cached
     Block(void *p, size_t n, c10::Stream s) : ptr(p), size(n), requested(0), stream(s) {}
 };
 
@@ -117,6 +123,12 @@ class DevicePool {
     void empty_cache() {
         std::lock_guard<std::mutex> lock(mutex_);
         release_cached();
+    }
+
+    // Marks an active block as shared with other processes.
+    void mark_exported(Block *block) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        block->exported = true;
     }
 
     DeviceStats stats() {
@@ -227,7 +239,30 @@ class DevicePool {
     void release_to_pool(Block *block) {
         update(stats_.active, block->size, -1);
         update(stats_.active_bytes, block->size, -static_cast<int64_t>(block->size));
+        if (block->exported) {
+            release_exported(block);
+            return;
+        }
         free_.insert(block);
+    }
+
+    // An exported block goes back to the arena, after the work queued on its
+    // stream (other streams' work is done: release_to_pool follows their
+    // events). Called from deleters: never throws.
+    void release_exported(Block *block) {
+        try {
+            DeviceScope scope(index_);
+            {
+                WithoutGil no_gil;
+                OR_TORCH_WARN(orStreamSynchronize(stream_handle(block->stream)));
+            }
+            OR_TORCH_WARN(orFree(block->ptr));
+        } catch (...) {
+        }
+        stats_.num_device_free++;
+        update(stats_.segment, block->size, -1);
+        update(stats_.reserved_bytes, block->size, -static_cast<int64_t>(block->size));
+        delete block;
     }
 
     // Back to the arena: every cached block, once the work queued on the
@@ -351,6 +386,14 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
 
 c10::Allocator *device_allocator() { return &g_device_allocator; }
 c10::Allocator *host_allocator() { return &g_host_allocator; }
+
+void *ipc_export(const c10::DataPtr &data_ptr) {
+    if (data_ptr.get_deleter() != &free_block)
+        return nullptr;
+    Block *block = static_cast<Block *>(data_ptr.get_context());
+    pool(block->stream.device_index()).mark_exported(block);
+    return block->ptr;
+}
 
 void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream) {
     g_device_allocator.recordStream(data_ptr, stream);

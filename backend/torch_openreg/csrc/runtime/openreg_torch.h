@@ -64,6 +64,11 @@ c10::Allocator *host_allocator();
 // Tensor.record_stream: the memory is freed only after `stream`'s work queued
 // so far, as well as its allocation stream's.
 void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream);
+// Sharing with other processes: marks the caching allocator's block behind
+// data_ptr as exported (freed to the arena, not cached, when its tensor dies)
+// and returns the start of its orMalloc allocation; nullptr when data_ptr is
+// not the caching allocator's.
+void *ipc_export(const c10::DataPtr &data_ptr);
 
 // The default Philox generator of each device, and a new one (seeded with
 // the default seed) for torch.Generator("openreg").

@@ -67,6 +67,7 @@ from .random import (  # noqa: E402
 )
 from .memory import (  # noqa: E402
     empty_cache,
+    host_access,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -87,7 +88,8 @@ __all__ = [
     "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generators",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
-    "mem_get_info", "empty_cache", "get_amp_supported_dtype", "is_autocast_enabled",
+    "mem_get_info", "empty_cache", "host_access", "get_amp_supported_dtype",
+    "is_autocast_enabled",
 ]
 
 torch._register_device_module(DEVICE_TYPE, __import__(__name__))
@@ -101,6 +103,26 @@ ipc.register_reductions()
 
 # The "occl" torch.distributed backend (torch_openreg.distributed).
 from . import distributed  # noqa: E402,F401
+
+# torch.compile (torch_openreg._inductor): Dynamo's device interface is
+# registered once torch._dynamo is imported, Inductor's code generators when
+# Inductor first asks the device module for them (__getattr__ below).
+from ._inductor import _install_import_hooks  # noqa: E402
+
+_install_import_hooks()
+del _install_import_hooks
+
+
+def __getattr__(name):
+    """``torch.openreg.Scheduling`` and ``PythonWrapperCodegen``: what
+    Inductor asks a PrivateUse1 device module for when it starts. Answering
+    registers the device with Inductor (torch_openreg._inductor)."""
+    if name in ("Scheduling", "PythonWrapperCodegen"):
+        from ._inductor import register_inductor
+
+        scheduling, wrapper = register_inductor()
+        return scheduling if name == "Scheduling" else wrapper
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def _is_in_bad_fork():

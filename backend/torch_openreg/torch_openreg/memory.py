@@ -49,3 +49,20 @@ def empty_cache():
 def mem_get_info(device=None):
     """(free, total) bytes of the device's arena, from orMemGetInfo."""
     return tuple(_C.mem_get_info(_index(device)))
+
+
+def host_access(device=None, sync=True):
+    """A context manager in which host code may read and write the memory of
+    the openreg devices directly (it is host memory of this process)::
+
+        with torch_openreg.host_access():
+            host_function(x.data_ptr())
+
+    Entering it synchronizes the current stream of ``device`` (unless
+    ``sync=False``), so the host sees the work queued there so far; work
+    queued after the block runs after it. In strict mode
+    (``OPENREG_STRICT=1``) it opens an ``orMemoryUnprotect`` window for the
+    block: the memory of every device is readable until the block ends.
+    Blocks nest and may overlap between threads. The C++ kernels
+    ``torch.compile`` generates run in one."""
+    return _C._HostAccess(_index(device), sync)

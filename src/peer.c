@@ -201,6 +201,20 @@ static const or_peer_arena *peer_arena(int rank, int device)
     return NULL;
 }
 
+/* Room for one more entry in maps (maps_lock held); false when out of memory. */
+static bool reserve_map_locked(void)
+{
+    if (nmaps < cap_maps)
+        return true;
+    size_t cap = cap_maps ? 2 * cap_maps : 8;
+    or_ipc_map *grown = realloc(maps, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    maps = grown;
+    cap_maps = cap;
+    return true;
+}
+
 /* Map the parent's device memory and export table of device d (maps_lock held). */
 static orError_t map_parent_device(int d)
 {
@@ -260,15 +274,8 @@ static orError_t open_parent_handle(void **devPtr, const ipc_wire *w)
     if (m) {
         m->refs++;
         *devPtr = m->addr;
-    } else if (err == orSuccess && nmaps == cap_maps) {
-        size_t cap = cap_maps ? 2 * cap_maps : 8;
-        or_ipc_map *grown = realloc(maps, cap * sizeof *grown);
-        if (grown) {
-            maps = grown;
-            cap_maps = cap;
-        } else {
-            err = orErrorMemoryAllocation;
-        }
+    } else if (err == orSuccess && !reserve_map_locked()) {
+        err = orErrorMemoryAllocation;
     }
     if (err == orSuccess && !m) {
         unsigned char *addr = f->base + w->offset;
@@ -343,17 +350,10 @@ orError_t orIpcOpenMemHandle(void **devPtr, orIpcMemHandle_t handle, unsigned in
         else
             addr = p;
     }
-    if (err == orSuccess && nmaps == cap_maps) {
-        size_t cap = cap_maps ? 2 * cap_maps : 8;
-        or_ipc_map *grown = realloc(maps, cap * sizeof *grown);
-        if (grown) {
-            maps = grown;
-            cap_maps = cap;
-        } else {
-            err = orErrorMemoryAllocation;
-            if (remote)
-                munmap(addr, size ? size : 1);
-        }
+    if (err == orSuccess && !reserve_map_locked()) {
+        err = orErrorMemoryAllocation;
+        if (remote)
+            munmap(addr, size ? size : 1);
     }
     if (err == orSuccess) {
         maps[nmaps++] = (or_ipc_map){addr,     size,       w.rank, w.device, w.offset,

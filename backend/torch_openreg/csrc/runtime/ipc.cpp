@@ -7,7 +7,8 @@
 // handle and builds a tensor over the opened memory itself: the same bytes,
 // not a copy. Its DataPtr's deleter closes the handle.
 //
-// Rule, as CUDA's: the producer keeps the tensor alive as long as consumers
+// Work queued on the producer's current stream is complete when the handle is
+// sent. Rule, as CUDA's: the producer keeps the tensor alive as long as consumers
 // use it. The producer's block is then never cached for reuse
 // (allocator.cpp): once its tensor dies the allocation is freed, and opening
 // a handle of it afterwards raises RuntimeError.
@@ -45,6 +46,12 @@ std::tuple<int64_t, pybind11::bytes, int64_t, int64_t> ipc_share(const at::Tenso
     {
         DeviceScope scope(self.device().index());
         OR_TORCH_CHECK(orIpcGetMemHandle(&handle, base));
+        // The consumer reads what the producer's stream has written so far:
+        // CUDA's consumer waits for an event the producer records; the
+        // runtime has no events between processes, so the producer waits for
+        // its current stream here, before the handle leaves.
+        WithoutGil no_gil;
+        OR_TORCH_CHECK(orStreamSynchronize(current_stream_handle(self.device().index())));
     }
     int64_t offset = static_cast<const char *>(data_ptr.get()) - static_cast<const char *>(base);
     return {self.device().index(),

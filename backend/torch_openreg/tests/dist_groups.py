@@ -121,6 +121,10 @@ def check_new_group(gloo_world):
         check(occl_of(g).size() == len(half), "new_group size")
     else:
         check(g == dist.GroupMember.NON_GROUP_MEMBER, "a non-member gets NON_GROUP_MEMBER")
+    # use_local_synchronization: nothing is asked of the ranks outside.
+    g = dist.new_group(half, timeout=TIMEOUT, use_local_synchronization=True)
+    if RANK in half:
+        compare(g, gg, f"new_group({half}, use_local_synchronization=True)")
     print(f"rank {RANK}: new_group on a bound default group ok", flush=True)
 
 
@@ -214,6 +218,21 @@ def check_coalescing(gloo):
     pg._start_coalescing(DEV)
     expect_error(lambda: pg._start_coalescing(DEV), "occl startCoalescing", "does not nest")
     pg._end_coalescing(DEV).wait()
+    # A call that fails its checks inside the manager leaves the coalescing
+    # open; _end_coalescing launches what it holds.
+    c = data(4, 7).to(DEV)
+    bad = torch.zeros(4, 2, device=DEV).t()  # not contiguous
+    try:
+        with dist._coalescing_manager(device=DEV):
+            dist.broadcast(c, 0)
+            dist.broadcast(bad, 0)
+        fail("a non-contiguous broadcast inside a coalescing succeeded")
+    except RuntimeError as e:
+        check("not contiguous" in str(e), f"the error: {e}")
+    dist.distributed_c10d._world.pg_coalesce_state.pop(pg, None)  # torch's side, left open too
+    pg._end_coalescing(DEV).wait()
+    same(c, data(4, 7).clone().fill_(0) + (torch.arange(4, dtype=torch.float32) * 8 + 7) % 13,
+         "the coalesced broadcast before the failed call, launched by _end_coalescing")
     del occl
     print(f"rank {RANK}: coalescing (startCoalescing/endCoalescing, batch_isend_irecv) ok",
           flush=True)

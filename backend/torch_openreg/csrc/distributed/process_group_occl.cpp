@@ -349,6 +349,8 @@ bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
     }
     if (settled_)
         return true;
+    if (!recorded_)
+        return false; // its coalescing has not ended
     orError_t e = block ? orEventSynchronize(event_) : orEventQuery(event_);
     if (e == orErrorNotReady)
         return false;
@@ -357,7 +359,7 @@ bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
         failure = error_ptr(c10::str("occl ", name_, ": waiting for its event failed: ",
                                      orGetErrorName(e), " (", orGetErrorString(e), ")"));
     } else {
-        std::string why = comm_->failure(name_);
+        std::string why = comm_ ? comm_->failure(name_) : std::string();
         if (!why.empty())
             failure = error_ptr(why);
     }
@@ -369,6 +371,24 @@ bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
     else
         future_->markCompleted(c10::IValue(outputs_));
     return true;
+}
+
+void ProcessGroupOCCL::WorkOCCL::recorded(orStream_t stream) {
+    std::lock_guard<std::mutex> lock(settle_mutex_);
+    OR_TORCH_CHECK(orEventRecord(event_, stream));
+    recorded_ = true;
+}
+
+void ProcessGroupOCCL::WorkOCCL::drop(const std::string &why) {
+    std::lock_guard<std::mutex> lock(settle_mutex_);
+    if (settled_)
+        return;
+    settled_ = true;
+    recorded_ = true;
+    keep_alive_.clear();
+    auto failure = error_ptr(why);
+    finish(failure);
+    future_->setError(failure);
 }
 
 bool ProcessGroupOCCL::WorkOCCL::isCompleted() {
@@ -495,8 +515,16 @@ void ProcessGroupOCCL::shutdown() { close(false); }
 
 void ProcessGroupOCCL::abort() { close(true); }
 
+namespace {
+// The base class cannot be copied from Python; split_group deep-copies the
+// parent's options for its child.
+struct OcclOptions : c10d::Backend::Options {
+    explicit OcclOptions(std::chrono::milliseconds timeout) : Options("occl", timeout) {}
+};
+} // namespace
+
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupOCCL::getBackendOptions() {
-    return c10::make_intrusive<c10d::Backend::Options>("occl", timeout_);
+    return c10::make_intrusive<OcclOptions>(timeout_);
 }
 
 namespace {
@@ -580,14 +608,56 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!closed_, "occl ", name, ": the process group is shut down (or aborted)");
     c10::DeviceGuard guard(device);
-    auto comm = comm_for(device.index());
-    last_device_ = device.index();
-    orStream_t stream = current_stream_handle(device.index());
-    OCCL_CHECK(launch(comm->comm, stream), name, comm->comm);
-    if (after)
-        after(); // copies out of staging buffers, on the same stream
+    bool coalesced = coalescing_ && std::this_thread::get_id() == coalesce_thread_;
+    if (coalesced && coalesce_device_ < 0)
+        coalesce_device_ = device.index();
+    if (coalesced && coalesce_device_ != device.index()) {
+        abandon_coalescing();
+        TORCH_CHECK(false, "occl ", name, ": a coalesced call on ", device,
+                    " after calls on openreg:", coalesce_device_,
+                    " (the calls of one coalescing share one device); the coalescing is dropped");
+    }
+    std::shared_ptr<OcclComm> comm;
+    occlResult_t res = occlSuccess;
+    std::string failure;
+    try {
+        comm = comm_for(device.index());
+        last_device_ = device.index();
+        orStream_t stream = current_stream_handle(device.index());
+        if (coalesced && !group_open_) {
+            OCCL_CHECK(occlGroupStart(), name, comm->comm);
+            group_open_ = true;
+        }
+        res = launch(comm->comm, stream);
+        if (res != occlSuccess)
+            failure = occl_message(res, comm->comm);
+    } catch (...) {
+        if (coalesced)
+            abandon_coalescing();
+        throw;
+    }
+    if (res != occlSuccess) {
+        if (coalesced)
+            abandon_coalescing();
+        TORCH_CHECK(false, "occl ", name, " failed: ", failure,
+                    coalesced ? " (the coalescing is dropped: none of its calls ran)" : "");
+    }
+    seq_++;
     auto work = c10::make_intrusive<WorkOCCL>(getRank(), type, name, comm, std::move(outputs),
                                               std::move(keep_alive), timeout_);
+    if (coalesced) {
+        // Launched, recorded and copied out at the end.
+        work->recorded_ = false;
+        if (after)
+            coalesced_after_.push_back(after);
+        coalesced_.push_back(work);
+        // As NCCL: no work of its own (torch's synchronous calls then do not
+        // wait inside the coalescing); the end's work is the one to wait on.
+        return {};
+    }
+    orStream_t stream = current_stream_handle(device.index());
+    if (after)
+        after(); // copies out of staging buffers, on the same stream
     OR_TORCH_CHECK(orEventRecord(work->event_, stream));
     {
         std::lock_guard<std::mutex> qlock(queue_mutex_);
@@ -595,6 +665,197 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
     }
     queue_cv_.notify_one();
     return work;
+}
+
+int ProcessGroupOCCL::default_device() {
+    // Under mutex_.
+    auto bound = getBoundDeviceId();
+    if (bound && bound->type() == kDeviceType && bound->has_index())
+        return bound->index();
+    return last_device_ >= 0 ? last_device_ : current_device();
+}
+
+// ---- coalescing ----------------------------------------------------------------------
+
+void ProcessGroupOCCL::abandon_coalescing() {
+    // Under mutex_. An open group ends; a failed call in it means none runs.
+    if (group_open_)
+        occlGroupEnd();
+    group_open_ = false;
+    coalescing_ = false;
+    coalesce_device_ = -1;
+    // Their events were never recorded: they complete (failed) now.
+    for (auto &w : coalesced_)
+        w->drop(c10::str("occl ", w->name_, ": its coalescing was dropped (a later call of it "
+                         "failed), and the call never ran"));
+    coalesced_.clear();
+    coalesced_after_.clear();
+}
+
+void ProcessGroupOCCL::startCoalescing() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!closed_, "occl startCoalescing: the process group is shut down (or aborted)");
+    TORCH_CHECK(!coalescing_, "occl startCoalescing: this group is coalescing already "
+                "(coalescing does not nest)");
+    coalescing_ = true;
+    group_open_ = false;
+    coalesce_device_ = -1;
+    coalesce_thread_ = std::this_thread::get_id();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::endCoalescing() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(coalescing_, "occl endCoalescing: the group is not coalescing (no "
+                "startCoalescing, or a call of the coalescing failed and dropped it)");
+    TORCH_CHECK(std::this_thread::get_id() == coalesce_thread_,
+                "occl endCoalescing: called by another thread than startCoalescing");
+    int device = coalesce_device_ >= 0 ? coalesce_device_ : default_device();
+    c10::DeviceGuard guard(c10::Device(kDeviceType, static_cast<c10::DeviceIndex>(device)));
+    std::shared_ptr<OcclComm> comm;
+    if (group_open_) {
+        comm = comms_[device];
+        occlResult_t res = occlGroupEnd();
+        group_open_ = false;
+        if (res != occlSuccess) {
+            std::string why = occl_message(res, comm->comm);
+            abandon_coalescing();
+            TORCH_CHECK(false, "occl endCoalescing: the coalesced calls failed: ", why);
+        }
+    }
+    coalescing_ = false;
+    coalesce_device_ = -1;
+    orStream_t stream = current_stream_handle(device);
+    for (auto &f : coalesced_after_)
+        f();
+    // One work for all: every output, and what the calls keep alive.
+    std::vector<at::Tensor> outputs, keep;
+    for (auto &w : coalesced_) {
+        outputs.insert(outputs.end(), w->outputs_.begin(), w->outputs_.end());
+        keep.insert(keep.end(), w->keep_alive_.begin(), w->keep_alive_.end());
+    }
+    auto all = c10::make_intrusive<WorkOCCL>(getRank(), c10d::OpType::COALESCED, "coalesced calls",
+                                             comm, std::move(outputs), std::move(keep), timeout_);
+    std::vector<c10::intrusive_ptr<WorkOCCL>> works;
+    works.swap(coalesced_);
+    coalesced_after_.clear();
+    works.push_back(all);
+    for (auto &w : works)
+        w->recorded(stream);
+    {
+        std::lock_guard<std::mutex> qlock(queue_mutex_);
+        for (auto &w : works)
+            queue_.push_back(w);
+    }
+    queue_cv_.notify_one();
+    return all;
+}
+
+// ---- sequence numbers, split, eager connect, monitored barrier ---------------------
+
+void ProcessGroupOCCL::setSequenceNumberForGroup() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seq_ = 0;
+}
+
+uint64_t ProcessGroupOCCL::getSequenceNumberForGroup() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seq_;
+}
+
+void ProcessGroupOCCL::eagerConnectSingleDevice(at::Device device) {
+    TORCH_CHECK(device.type() == kDeviceType, "occl eager connect: ", device,
+                " is not an openreg device");
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!closed_, "occl eager connect: the process group is shut down (or aborted)");
+    int index = device.has_index() ? device.index() : current_device();
+    check_device_index(index);
+    comm_for(index);
+    last_device_ = index;
+}
+
+c10::intrusive_ptr<c10d::Backend>
+ProcessGroupOCCL::split(const c10::intrusive_ptr<c10d::Store> &store, const std::vector<int> &ranks,
+                        const c10::intrusive_ptr<Options> &opts) {
+    auto it = std::find(ranks.begin(), ranks.end(), getRank());
+    bool member = it != ranks.end();
+    // Disjoint groups of one split_group differ in their smallest rank.
+    int color = member ? *std::min_element(ranks.begin(), ranks.end()) : OCCL_SPLIT_NOCOLOR;
+    std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
+    std::shared_ptr<OcclComm> comm = std::make_shared<OcclComm>();
+    int device;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        TORCH_CHECK(!closed_, "occl split: the process group is shut down (or aborted)");
+        TORCH_CHECK(!coalescing_, "occl split: the group is coalescing");
+        device = default_device();
+        auto parent = comm_for(device);
+        comm->device = device;
+        WithoutGil no_gil; // every rank of this group takes part
+        DeviceScope scope(static_cast<c10::DeviceIndex>(device));
+        // Its rank in the new group is its place in the sorted ranks (key).
+        OCCL_CHECK(occlCommSplit(parent->comm, color, getRank(), &comm->comm, nullptr), "split",
+                   parent->comm);
+    }
+    if (!member)
+        return nullptr;
+    TORCH_CHECK(comm->comm, "occl split: occlCommSplit made no communicator for a member");
+    int size = static_cast<int>(ranks.size());
+    int rank = static_cast<int>(it - ranks.begin());
+    int count = 0;
+    occlCommCount(comm->comm, &count);
+    TORCH_CHECK(count == size, "occl split: the new communicator has ", count, " ranks, expected ",
+                size, " (are the ranks of the groups of one split disjoint?)");
+    auto group = c10::make_intrusive<ProcessGroupOCCL>(store, rank, size, timeout);
+    group->comms_[device] = comm;
+    group->last_device_ = device;
+    if (auto bound = getBoundDeviceId())
+        group->setBoundDeviceId(bound);
+    track(group);
+    return group;
+}
+
+void ProcessGroupOCCL::monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) {
+    uint64_t n;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        TORCH_CHECK(!closed_, "occl monitored_barrier: the process group is shut down (or aborted)");
+        n = monitored_barriers_++;
+    }
+    auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+    std::string prefix = "occl/monitored_barrier/" + std::to_string(n) + "/";
+    WithoutGil no_gil;
+    if (getRank() != 0) {
+        store_->set(prefix + std::to_string(getRank()), std::vector<uint8_t>{1});
+        try {
+            store_->wait({prefix + "done"}, timeout);
+        } catch (const std::exception &e) {
+            TORCH_CHECK(false, "occl monitored_barrier: rank ", getRank(),
+                        " was not released by rank 0 within ", timeout.count(), " ms: ", e.what());
+        }
+        return;
+    }
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<int> missing;
+    for (int r = 1; r < getSize(); r++) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        try {
+            store_->wait({prefix + std::to_string(r)},
+                         std::max(left, std::chrono::milliseconds(1)));
+        } catch (const std::exception &) {
+            missing.push_back(r);
+            if (!wait_all_ranks)
+                break;
+        }
+    }
+    if (!missing.empty()) {
+        std::ostringstream s;
+        for (size_t i = 0; i < missing.size(); i++)
+            s << (i ? ", " : "") << missing[i];
+        TORCH_CHECK(false, "occl monitored_barrier: rank", missing.size() > 1 ? "s " : " ", s.str(),
+                    " failed to pass monitoredBarrier in ", timeout.count(), " ms");
+    }
+    store_->set(prefix + "done", std::vector<uint8_t>{1});
 }
 
 // ---- collectives ---------------------------------------------------------------------
@@ -694,8 +955,9 @@ ProcessGroupOCCL::allgather(std::vector<std::vector<at::Tensor>> &outputs,
         [&](occlComm_t c, orStream_t s) {
             return occlAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), type, c, s);
         },
-        [&] {
-            for (int r = 0; r < getSize(); r++)
+        // By value: a coalesced call runs it at the end of the coalescing.
+        [outs, flat, in, n = getSize()] {
+            for (int r = 0; r < n; r++)
                 outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
         });
 }
@@ -771,7 +1033,7 @@ ProcessGroupOCCL::gather(std::vector<std::vector<at::Tensor>> &outputs,
             return occlGather(in.data_ptr(), is_root ? flat.data_ptr() : nullptr, in.numel(),
                               type, root, c, s);
         },
-        [&] {
+        [outs, flat, in] {
             for (size_t r = 0; r < outs.size(); r++)
                 outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
         });
@@ -1041,7 +1303,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOpti
         check_device_index(device);
     } else {
         std::lock_guard<std::mutex> lock(mutex_);
-        device = last_device_ >= 0 ? last_device_ : current_device();
+        device = default_device();
     }
     at::Tensor token = at::zeros({1}, at::TensorOptions()
                                           .dtype(at::kInt)
@@ -1072,7 +1334,33 @@ TORCH_OPENREG_BINDINGS(process_group_occl) {
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
              py::call_guard<py::gil_scoped_release>())
-        .def_property_readonly("timeout", &ProcessGroupOCCL::timeout);
+        .def_property_readonly("timeout", &ProcessGroupOCCL::timeout)
+        // split_group copies the parent's options for its child.
+        .def_property_readonly("options", &ProcessGroupOCCL::getBackendOptions)
+        // new_group on a bound default group asks the ranks outside the new
+        // group to take part in a split of the default group's communicator
+        // (NCCL's ncclCommSplit). occl's new_group makes its communicator from
+        // a unique id among its members only, so there is nothing to do.
+        .def("perform_nocolor_split", [](ProcessGroupOCCL &, const at::Device &) {},
+             py::arg("device"))
+        .def("_get_sequence_number_for_group", &ProcessGroupOCCL::getSequenceNumberForGroup,
+             py::call_guard<py::gil_scoped_release>())
+        .def(
+            "monitored_barrier",
+            [](ProcessGroupOCCL &pg, const std::chrono::milliseconds &timeout,
+               bool wait_all_ranks) {
+                c10d::BarrierOptions opts;
+                opts.timeout = timeout;
+                pg.monitoredBarrier(opts, wait_all_ranks);
+            },
+            py::arg("timeout"), py::arg("wait_all_ranks") = false,
+            py::call_guard<py::gil_scoped_release>());
+    py::class_<OcclOptions, c10d::Backend::Options, c10::intrusive_ptr<OcclOptions>>(
+        m, "OcclOptions", "The options of an occl group: its timeout")
+        .def("__copy__", [](const OcclOptions &o) { return c10::make_intrusive<OcclOptions>(o.timeout); })
+        .def("__deepcopy__", [](const OcclOptions &o, py::dict) {
+            return c10::make_intrusive<OcclOptions>(o.timeout);
+        });
     // torch_openreg.distributed's exit hook: every group still alive shuts
     // down while the runtime runs.
     m.def("_occl_shutdown_all", &ProcessGroupOCCL::shutdown_all);

@@ -72,6 +72,10 @@ class ProcessGroupOCCL : public c10d::Backend {
         // Completes the work if its event has; block says whether to wait.
         // Returns whether it is complete. Safe to call from several threads.
         bool settle(bool block);
+        // A coalesced call's event is recorded at the end of the coalescing.
+        void recorded(orStream_t stream);
+        // Completes it failed, without an event (its coalescing was dropped).
+        void drop(const std::string &why);
 
         const char *name_;
         std::shared_ptr<OcclComm> comm_;
@@ -82,6 +86,7 @@ class ProcessGroupOCCL : public c10d::Backend {
         c10::intrusive_ptr<c10::ivalue::Future> future_;
         std::mutex settle_mutex_;
         bool settled_ = false;
+        bool recorded_ = true; // false while its coalescing is open
     };
 
     ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
@@ -139,6 +144,39 @@ class ProcessGroupOCCL : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int srcRank,
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
+    // dist.monitored_barrier is gloo's alone in torch (its Python checks the
+    // group's backend): this one is reached through the backend object. Every
+    // rank checks in through the store; rank 0 waits for each within the
+    // timeout and names the ranks that did not come (all of them with
+    // wait_all_ranks), then releases the others.
+    void monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) override;
+
+    // split_group (and DeviceMesh, which uses it once the default group is
+    // bound to a device): occlCommSplit of this group's communicator on its
+    // bound device (else the last it used, else the current one). Every rank
+    // of this group calls it; those not in ranks (ranks of this group, sorted)
+    // split with OCCL_SPLIT_NOCOLOR and get nullptr.
+    bool supportsSplitting() const override { return true; }
+    c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store> &store,
+                                            const std::vector<int> &ranks,
+                                            const c10::intrusive_ptr<Options> &opts) override;
+    // init_process_group(device_id=...) and new_group on a bound default
+    // group: the communicator of that device is made now.
+    void eagerConnectSingleDevice(at::Device device) override;
+
+    // dist._coalescing_manager (and batch_isend_irecv): the calls between
+    // start and end, made by this thread on one device, are launched together
+    // by occlGroupEnd. The calls return no work (None, as NCCL's); the
+    // end's work covers them all.
+    bool supportsCoalescing() const override { return true; }
+    void startCoalescing() override;
+    c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+    // The number of calls made on the group (a coalesced group counts as its
+    // calls), the same on every rank of a group that runs the same calls.
+    // set starts it at 0, as NCCL's.
+    void setSequenceNumberForGroup() override;
+    uint64_t getSequenceNumberForGroup() override;
 
     // The options it was made with: the name and the timeout.
     c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
@@ -162,6 +200,8 @@ class ProcessGroupOCCL : public c10d::Backend {
     using Launch = std::function<occlResult_t(occlComm_t, orStream_t)>;
 
     std::shared_ptr<OcclComm> comm_for(int device);
+    // The device split, eager connect and barrier default to.
+    int default_device();
     c10::intrusive_ptr<c10d::Work> run(const char *name, c10d::OpType type,
                                        const at::Device &device, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep_alive, const Launch &launch,
@@ -178,6 +218,21 @@ class ProcessGroupOCCL : public c10d::Backend {
     uint64_t comms_made_ = 0;
     int last_device_ = -1;
     bool closed_ = false; // shut down or aborted: no more calls
+    uint64_t seq_ = 0;
+    uint64_t monitored_barriers_ = 0;
+
+    // Coalescing: the group of OCCL calls opens at the first call (after its
+    // communicator exists: an occlCommInitRank inside a group would wait for
+    // the group's end). Works and copy-outs wait for the end.
+    bool coalescing_ = false;
+    bool group_open_ = false;
+    int coalesce_device_ = -1;
+    std::thread::id coalesce_thread_;
+    std::vector<c10::intrusive_ptr<WorkOCCL>> coalesced_;
+    std::vector<std::function<void()>> coalesced_after_;
+    // The coalescing state is dropped (a failed call ends it, its group
+    // closed without running).
+    void abandon_coalescing();
 
     // Works in flight, completed in order by the watcher thread, so that
     // futures (DDP's) complete without anyone waiting on the work.

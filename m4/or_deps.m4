@@ -86,7 +86,9 @@ if v < (2, 13):
     sys.exit("torch %s is too old: torch_openreg needs torch >= 2.13" % torch.__version__)
 print(torch.__version__)
 '
-    AS_IF([or_torch_out=`"$TORCH_PYTHON" -c "$or_torch_probe" 2>&1`],
+    # (Autoload off: the probe asks about torch, not about a torch_openreg
+    # already installed in that Python, whose build may be out of date.)
+    AS_IF([or_torch_out=`TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$TORCH_PYTHON" -c "$or_torch_probe" 2>&1`],
       [have_torch=yes
        AC_MSG_RESULT([torch $or_torch_out])],
       [AC_MSG_RESULT([no])

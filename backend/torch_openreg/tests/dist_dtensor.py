@@ -4,11 +4,7 @@ same computation on CPU (over gloo, or in this process).
 
 Run by mpiexec as one process per rank (dist-dtensor-*.mpi):
     dist_dtensor.py STORE_FILE [PART ...]
-PARTs (by default funcol, mesh, dtensor and tp): funcol, mesh, dtensor, tp,
-fsdp. fsdp (FSDP2) stops at the device: freeing an unsharded parameter
-resizes its storage (UntypedStorage.resize_(0)), which needs
-resizePrivateUse1Bytes in the openreg PrivateUse1HooksInterface
-(csrc/runtime/hooks.cpp has none); run it by hand to see. Each rank uses
+PARTs (by default all): funcol, mesh, dtensor, tp, fsdp. Each rank uses
 openreg device 0 of its own (OPENREG_DEVICES=1); the default group is bound
 to it (init_process_group(device_id=...)), so a 2-D mesh (4 ranks) makes its
 dimension groups with split_group. Sizes are small: the point is that every
@@ -297,7 +293,7 @@ PARTS = {"funcol": part_funcol, "mesh": part_mesh, "dtensor": part_dtensor, "tp"
 
 def main():
     store = sys.argv[1]
-    parts = sys.argv[2:] or ["funcol", "mesh", "dtensor", "tp"]
+    parts = sys.argv[2:] or list(PARTS)
     start = time.monotonic()
     dist.init_process_group("occl", init_method="file://" + store, rank=RANK, world_size=SIZE,
                             timeout=TIMEOUT, device_id=DEV)

@@ -149,3 +149,21 @@ def test_non_blocking_copies_through_pinned_memory(dev):
 def test_pin_memory_of_device_tensor_fails(dev):
     with pytest.raises(RuntimeError, match="(?i)pin"):
         torch.ones(3, device=dev).pin_memory()
+
+
+def test_storage_resize_keeps_bytes_and_frees(dev):
+    # UntypedStorage.resize_ goes through the hooks (FSDP2 frees unsharded
+    # parameters with resize_(0) and refills them).
+    t = torch.arange(256, dtype=torch.float32, device=dev)
+    s = t.untyped_storage()
+    before = torch_openreg.memory_allocated(dev)
+    s.resize_(0)
+    assert s.nbytes() == 0 and torch_openreg.memory_allocated(dev) == before - 1024
+    s.resize_(1024)
+    assert s.nbytes() == 1024 and torch_openreg.memory_allocated(dev) == before
+    t.copy_(torch.arange(256, dtype=torch.float32))
+    s.resize_(2048)  # grows: the old bytes are kept
+    assert torch.equal(t.cpu(), torch.arange(256, dtype=torch.float32))
+    s.resize_(512)  # shrinks: the first 512 bytes are kept
+    assert torch.equal(torch.empty(0, device=dev).set_(s, 0, (128,)).cpu(),
+                       torch.arange(128, dtype=torch.float32))

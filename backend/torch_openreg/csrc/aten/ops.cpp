@@ -56,17 +56,8 @@ const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size,
     size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
                                                      self.dtype().itemsize(),
                                                      self.storage_offset());
-    c10::Storage storage = self.storage();
-    if (needed > storage.nbytes()) {
-        c10::DeviceGuard guard(self.device());
-        c10::DataPtr fresh = device_allocator()->allocate(needed);
-        if (storage.nbytes() > 0 && storage.data() != nullptr)
-            OR_TORCH_CHECK(orMemcpyAsync(fresh.get(), storage.data(), storage.nbytes(),
-                                         orMemcpyDeviceToDevice,
-                                         current_stream_handle(self.device().index())));
-        storage.set_data_ptr_noswap(std::move(fresh));
-        storage.set_nbytes(needed);
-    }
+    if (needed > self.storage().nbytes())
+        resize_storage_bytes(self.storage(), needed);
     return self;
 }
 

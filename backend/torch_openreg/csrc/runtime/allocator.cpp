@@ -395,6 +395,24 @@ void *ipc_export(const c10::DataPtr &data_ptr) {
     return block->ptr;
 }
 
+void resize_storage_bytes(const c10::Storage &storage, size_t newsize) {
+    TORCH_CHECK(storage.resizable(), "openreg: trying to resize a storage that is not resizable");
+    c10::Device device = storage.device();
+    c10::DeviceGuard guard(device);
+    c10::DataPtr fresh = newsize == 0 ? c10::DataPtr(nullptr, device)
+                                      : device_allocator()->allocate(newsize);
+    size_t keep = std::min(storage.nbytes(), newsize);
+    c10::StorageImpl *impl = storage.unsafeGetStorageImpl();
+    if (keep > 0 && storage.data() != nullptr) {
+        OR_TORCH_CHECK(orMemcpyAsync(fresh.get(), storage.data(), keep, orMemcpyDeviceToDevice,
+                                     current_stream_handle(device.index())));
+        // The old block is not reused before the copy out of it has run.
+        record_data_ptr_on_stream(impl->data_ptr(), current_stream(device.index()));
+    }
+    impl->set_data_ptr_noswap(std::move(fresh));
+    impl->set_nbytes(newsize);
+}
+
 void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream) {
     g_device_allocator.recordStream(data_ptr, stream);
 }

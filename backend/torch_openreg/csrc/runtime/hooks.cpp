@@ -54,6 +54,11 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
         return at::Device(kDeviceType, static_cast<c10::DeviceIndex>(attr.device));
     }
 
+    // UntypedStorage.resize_ (FSDP2 frees and refills unsharded parameters so).
+    void resizePrivateUse1Bytes(const c10::Storage &storage, size_t newsize) const override {
+        resize_storage_bytes(storage, newsize);
+    }
+
     const at::Generator &getDefaultGenerator(c10::DeviceIndex index) const override {
         return default_generator(index < 0 ? current_device() : index);
     }

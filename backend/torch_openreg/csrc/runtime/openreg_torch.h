@@ -60,6 +60,10 @@ c10::Stream current_stream(c10::DeviceIndex index);
 orStream_t current_stream_handle(c10::DeviceIndex index);
 
 c10::Allocator *device_allocator();
+// Gives a device storage newsize bytes: a new block of the device allocator
+// holding the old bytes up to newsize (copied on the current stream), or no
+// memory at all for 0 (UntypedStorage.resize_, Tensor.resize_).
+void resize_storage_bytes(const c10::Storage &storage, size_t newsize);
 c10::Allocator *host_allocator();
 // Tensor.record_stream: the memory is freed only after `stream`'s work queued
 // so far, as well as its allocation stream's.

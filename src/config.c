@@ -80,6 +80,11 @@ static const or_param params[] = {
      "1: a process started alone (not under MPI) keeps its device memory in a shared segment "
      "and sets OPENREG_IPC_PARENT, so that the processes it starts can open its IPC handles",
      0, 0, bool_choices, offsetof(or_config, ipc_children)},
+    {"OPENREG_IPC_PARENT", OR_PARAM_STRING, NULL,
+     "what a parent process with OPENREG_IPC_CHILDREN=1 sets (never set by hand)",
+     "the parent's job identity and device memory, so that this process opens the parent's "
+     "IPC handles (docs/api.md)",
+     0, 0, NULL, offsetof(or_config, ipc_parent)},
 };
 
 const or_param *or_config_params(size_t *count)

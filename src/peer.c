@@ -459,7 +459,7 @@ bad:
 
 orError_t or_ipc_family_init(bool export_to_children)
 {
-    const char *env = getenv("OPENREG_IPC_PARENT");
+    const char *env = or_rt.cfg.ipc_parent; /* read at start-up, before ours is set below */
     if (env)
         parse_parent(env);
     if (!export_to_children)

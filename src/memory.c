@@ -303,6 +303,9 @@ static int32_t path_end(const or_mem_region *r)
         return OR_VT_HOST;
     if (r->dev)
         return r->dev->global_id;
+    if (r->map.rank < 0) /* the parent process's memory: no device of this job; as the
+                            device it was opened on (the same host's memory) */
+        return or_vclock_global_device(r->map.opened_on);
     return or_cl.first_device[r->map.rank] + r->map.device;
 }
 

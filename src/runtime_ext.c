@@ -17,6 +17,8 @@ orError_t or_mem_export(const void *p, size_t bytes, or_mem_ref *ref)
                             (uint64_t)((const unsigned char *)p - r.dev->hw.base)};
         return orSuccess;
     }
+    if (r.cls == OR_MEM_DEVICE && r.map.rank < 0) /* the parent process's: not of this job */
+        return orErrorNotSupported;
     if (r.cls == OR_MEM_DEVICE) { /* another rank's memory, opened here */
         *ref = (or_mem_ref){r.map.rank, r.map.device,
                             r.map.offset + (uint64_t)((const unsigned char *)p - r.map.addr)};

@@ -37,14 +37,13 @@ static void refused_copies(int peer)
     orIpcMemHandle_t h[2], theirs[2];
     CHECK_OR(orIpcGetMemHandle(&h[0], gone));
     CHECK_OR(orIpcGetMemHandle(&h[1], kept));
-    MPI_Sendrecv(h, sizeof h, MPI_BYTE, peer, 2, theirs, sizeof theirs, MPI_BYTE, peer, 2,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    mpitest_exchange(h, theirs, sizeof h, peer, 2);
     char *r_gone, *r_kept;
     CHECK_OR(orIpcOpenMemHandle((void **)&r_gone, theirs[0], 0));
     CHECK_OR(orIpcOpenMemHandle((void **)&r_kept, theirs[1], 0));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orFree(gone));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
 
     memset(host, 0x5a, BIG);
     /* 512 KiB: MPI moves it by rendezvous, so an owner that did not drain it
@@ -75,7 +74,7 @@ static void refused_copies(int peer)
 
     CHECK_OR(orIpcCloseMemHandle(r_gone));
     CHECK_OR(orIpcCloseMemHandle(r_kept));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orFree(kept));
     free(host);
     free(back);
@@ -125,11 +124,10 @@ int main(int argc, char **argv)
     orIpcMemHandle_t h[2], theirs[2];
     CHECK_OR(orIpcGetMemHandle(&h[0], buf + 10)); /* interior pointer: names the allocation */
     CHECK_OR(orIpcGetMemHandle(&h[1], dead));
-    MPI_Sendrecv(h, sizeof h, MPI_BYTE, peer, 0, theirs, sizeof theirs, MPI_BYTE, peer, 0,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    mpitest_exchange(h, theirs, sizeof h, peer, 0);
     /* Each rank frees its second allocation before the peer opens it. */
     CHECK_OR(orFree(dead));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
 
     /* Bad arguments. */
     void *p = NULL;
@@ -186,9 +184,9 @@ int main(int argc, char **argv)
     /* A real copy works both ways. */
     for (int i = 0; i < N; i++)
         host[i] = ci.rank * 100000 + i;
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orMemcpy(q + 1, host, (N - 1) * sizeof(int), orMemcpyHostToDevice));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orMemcpy(host, buf, N * sizeof(int), orMemcpyDeviceToHost));
     for (int i = 1; i < N; i++)
         CHECK(host[i] == peer * 100000 + i - 1);
@@ -207,23 +205,22 @@ int main(int argc, char **argv)
     CHECK_OR(orMalloc((void **)&late, 4096));
     orIpcMemHandle_t lh, their_late;
     CHECK_OR(orIpcGetMemHandle(&lh, late));
-    MPI_Sendrecv(&lh, sizeof lh, MPI_BYTE, peer, 1, &their_late, sizeof their_late, MPI_BYTE,
-                 peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    mpitest_exchange(&lh, &their_late, sizeof lh, peer, 1);
     int *r;
     CHECK_OR(orIpcOpenMemHandle((void **)&r, their_late, 0));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orFree(late));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     if (remote)
         EXPECT_OR(orMemcpy(host, r, 64, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
     CHECK_OR(orIpcCloseMemHandle(r));
     /* Both copies above are done before either rank allocates again, which
      * could reuse the freed range. */
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     if (remote)
         refused_copies(peer);
 
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orFree(buf));
     if (ci.rank == 0)
         printf("ipc errors (%s): ok\n", remote ? "two nodes" : "one node");

@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "openreg.h"
 
@@ -30,6 +31,43 @@ static void mpitest_fail(const char *file, int line, const char *what, const cha
     if (init)
         MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+/* MPICH's blocking calls spin while holding MPI's lock. A rank spinning in
+ * MPI_Barrier starves its own proxy thread, which serves the other ranks'
+ * copies into this rank's memory, so a peer still copying can wait for
+ * seconds (minutes on a loaded machine). Tests wait as the runtime does:
+ * test, then sleep, backing off up to 1 ms. */
+static inline void mpitest_wait(MPI_Request *req)
+{
+    long ns = 1000;
+    for (;;) {
+        int done = 0;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000)
+            ns *= 2;
+    }
+}
+
+static inline void mpitest_barrier(void)
+{
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    mpitest_wait(&req);
+}
+
+/* Exchange `bytes` bytes with peer (MPI_Sendrecv, waited for politely). */
+static inline void mpitest_exchange(const void *send, void *recv, int bytes, int peer, int tag)
+{
+    MPI_Request req[2];
+    MPI_Irecv(recv, bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
+    MPI_Isend(send, bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+    mpitest_wait(&req[0]);
+    mpitest_wait(&req[1]);
 }
 
 #define CHECK_OR(call)                                                                   \

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
         CHECK_OR(orStreamDestroy(s));
         CHECK_OR(orIpcCloseMemHandle(p));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     for (int d = 0; d < nd; d++) {
         int prev = (ci.firstGlobalDevice + d + G - 1) % G;
         CHECK_OR(orMemcpy(host, in[d], N * sizeof(int), orMemcpyDeviceToHost));
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
             if (host[i] != value(prev, i))
                 mpitest_fail(__FILE__, __LINE__, "written data wrong at device ", "");
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
 
     /* Read: device g fetches device g-1's data straight into host memory. */
     for (int d = 0; d < nd; d++) {
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
                 mpitest_fail(__FILE__, __LINE__, "read data wrong", "");
         CHECK_OR(orIpcCloseMemHandle(p));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
 
     /* Both ways at once: every device writes into the next device's buffer
      * and reads the previous one's, in pieces spread over several streams,
@@ -127,7 +127,7 @@ int main(int argc, char **argv)
         CHECK_OR(orMalloc((void **)&alt[d], N * sizeof(int)));
         CHECK_OR(orMemcpy(alt[d], host, N * sizeof(int), orMemcpyHostToDevice));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     int *got = calloc((size_t)nd * N, sizeof *got);
     void **pw = calloc((size_t)nd, sizeof *pw), **pr = calloc((size_t)nd, sizeof *pr);
     orStream_t *st = calloc((size_t)nd * 2 * STREAMS, sizeof *st);
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
         CHECK_OR(orIpcCloseMemHandle(pw[d]));
         CHECK_OR(orIpcCloseMemHandle(pr[d]));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     for (int d = 0; d < nd; d++) {
         int prev = (ci.firstGlobalDevice + d + G - 1) % G;
         CHECK_OR(orMemcpy(host, in[d], N * sizeof(int), orMemcpyDeviceToHost));
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
     free(pw);
     free(pr);
     free(st);
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     for (int d = 0; d < nd; d++) {
         CHECK_OR(orFree(in[d]));
         CHECK_OR(orFree(out[d]));

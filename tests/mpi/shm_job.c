@@ -22,10 +22,10 @@ int main(int argc, char **argv)
     void *p;
     CHECK_OR(orMalloc(&p, 1 << 20));
     CHECK_OR(orMemset(p, 1, 1 << 20));
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     if (argc == 3 && strcmp(argv[1], "--kill-rank") == 0 && ci.rank == atoi(argv[2]))
         raise(SIGKILL);
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orFree(p));
     return 0;
 }

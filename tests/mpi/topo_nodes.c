@@ -21,7 +21,7 @@ int main(int argc, char **argv)
                 ci.nnodes, argv[ci.rank + 1], nnodes);
         CHECK(0);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     if (ci.rank == 0)
         printf("topo_nodes: %d ranks on %d virtual nodes as expected\n", ci.nranks, ci.nnodes);
     return 0;

@@ -132,11 +132,11 @@ int main(int argc, char **argv)
     CHECK_OR(orMemcpy(host, back, (size_t)bytes, orMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i += n / 7 + 1)
         CHECK(host[i] == prev * 1000000 + (int)i);
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orMemcpy(host, inbox, (size_t)bytes, orMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i += n / 7 + 1)
         CHECK(host[i] == prev * 1000000 + (int)i);
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpitest_barrier();
     CHECK_OR(orIpcCloseMemHandle(next_inbox));
     CHECK_OR(orIpcCloseMemHandle(prev_mine));
     free(all);

@@ -16,6 +16,21 @@
                     orGetErrorString(or_torch_err_), ")");                          \
     } while (0)
 
+namespace torch_openreg {
+// Raises (RuntimeError) the first error a device kernel of an op met since
+// the last call, such as an index out of range, and forgets it
+// (aten/native.cpp).
+void raise_device_errors();
+} // namespace torch_openreg
+
+// A synchronization with the device's work (a stream, an event, the whole
+// device): its own error, then those of the ops' device kernels it waited for.
+#define OR_TORCH_SYNC(call)                                                         \
+    do {                                                                            \
+        OR_TORCH_CHECK(call);                                                       \
+        ::torch_openreg::raise_device_errors();                                     \
+    } while (0)
+
 // Same, without throwing: for destructors and deleters, which must not.
 #define OR_TORCH_WARN(call)                                                         \
     do {                                                                            \

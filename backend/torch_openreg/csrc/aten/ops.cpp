@@ -85,7 +85,7 @@ void sync_stream(c10::DeviceIndex index) {
     DeviceScope scope(index); // a NULL handle means the current device's default stream
     orStream_t stream = current_stream_handle(index);
     WithoutGil no_gil;
-    OR_TORCH_CHECK(orStreamSynchronize(stream));
+    OR_TORCH_SYNC(orStreamSynchronize(stream));
 }
 
 // Work enqueued on `waiter` (of device `wi`) from now on runs after the work

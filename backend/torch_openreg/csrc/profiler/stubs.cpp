@@ -34,7 +34,7 @@ struct OpenRegProfilerStubs final : public torch::profiler::impl::ProfilerStubs 
                   const ProfilerVoidEventStub *end) const override {
         orEvent_t a = static_cast<orEvent_t>(start->get());
         orEvent_t b = static_cast<orEvent_t>(end->get());
-        OR_TORCH_CHECK(orEventSynchronize(b));
+        OR_TORCH_SYNC(orEventSynchronize(b));
         float ms = 0;
         OR_TORCH_CHECK(orEventElapsedTime(&ms, a, b));
         return ms * 1000.0f;
@@ -55,7 +55,7 @@ struct OpenRegProfilerStubs final : public torch::profiler::impl::ProfilerStubs 
         for (c10::DeviceIndex i = 0; i < device_count(); i++) {
             DeviceScope scope(i);
             WithoutGil no_gil;
-            OR_TORCH_CHECK(orDeviceSynchronize());
+            OR_TORCH_SYNC(orDeviceSynchronize());
         }
     }
 };

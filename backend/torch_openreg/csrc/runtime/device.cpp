@@ -234,7 +234,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
         if (event == nullptr)
             return;
         WithoutGil no_gil;
-        OR_TORCH_CHECK(orEventSynchronize(static_cast<orEvent_t>(event)));
+        OR_TORCH_SYNC(orEventSynchronize(static_cast<orEvent_t>(event)));
     }
     double elapsedTime(void *start, void *end, const c10::DeviceIndex) const override {
         TORCH_CHECK(start != nullptr && end != nullptr,
@@ -247,7 +247,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     void synchronizeDevice(const c10::DeviceIndex index) const override {
         DeviceScope scope(index);
         WithoutGil no_gil;
-        OR_TORCH_CHECK(orDeviceSynchronize());
+        OR_TORCH_SYNC(orDeviceSynchronize());
     }
 
     bool queryStream(const c10::Stream &stream) const override {
@@ -261,7 +261,7 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     void synchronizeStream(const c10::Stream &stream) const override {
         DeviceScope scope(stream.device_index());
         WithoutGil no_gil;
-        OR_TORCH_CHECK(orStreamSynchronize(stream_handle(stream)));
+        OR_TORCH_SYNC(orStreamSynchronize(stream_handle(stream)));
     }
     void recordDataPtrOnStream(const c10::DataPtr &data_ptr,
                                const c10::Stream &stream) const override {
@@ -321,7 +321,7 @@ class Event {
     void synchronize() const {
         if (event_ != nullptr) {
             WithoutGil no_gil;
-            OR_TORCH_CHECK(orEventSynchronize(event_));
+            OR_TORCH_SYNC(orEventSynchronize(event_));
         }
     }
     float elapsed_time(const Event &end) const {
@@ -361,7 +361,7 @@ TORCH_OPENREG_BINDINGS(device) {
         check_device_index(index);
         DeviceScope scope(static_cast<c10::DeviceIndex>(index));
         py::gil_scoped_release no_gil;
-        OR_TORCH_CHECK(orDeviceSynchronize());
+        OR_TORCH_SYNC(orDeviceSynchronize());
     });
     m.def("get_device_properties", [](int64_t index) {
         check_device_index(index);
@@ -373,6 +373,9 @@ TORCH_OPENREG_BINDINGS(device) {
         d["multi_processor_count"] = prop.multiProcessorCount;
         d["numa_node"] = prop.numaNode;
         d["cpu_list"] = std::string(prop.cpuList);
+        // The profile's rates: what OPENREG_TIME=virtual charges ops against.
+        d["compute_rate_gflops"] = prop.computeRateGflops;
+        d["memory_bandwidth_gbs"] = prop.memoryBandwidthGBs;
         return d;
     });
 
@@ -394,7 +397,7 @@ TORCH_OPENREG_BINDINGS(device) {
         orStream_t handle = stream_handle(make_stream(static_cast<c10::DeviceIndex>(index), id));
         DeviceScope scope(static_cast<c10::DeviceIndex>(index));
         py::gil_scoped_release no_gil;
-        OR_TORCH_CHECK(orStreamSynchronize(handle));
+        OR_TORCH_SYNC(orStreamSynchronize(handle));
     });
     m.def("_stream_query", [](c10::StreamId id, int64_t index) {
         orStream_t handle = stream_handle(make_stream(static_cast<c10::DeviceIndex>(index), id));

@@ -51,7 +51,7 @@ void enter(int64_t index, bool sync) {
         orStream_t stream = current_stream_handle(device);
         DeviceScope scope(device);
         WithoutGil no_gil;
-        OR_TORCH_CHECK(orStreamSynchronize(stream));
+        OR_TORCH_SYNC(orStreamSynchronize(stream));
     }
     OR_TORCH_CHECK(orMemoryUnprotect(token));
     entry_counts()[static_cast<size_t>(index)]++;

@@ -51,7 +51,7 @@ std::tuple<int64_t, pybind11::bytes, int64_t, int64_t> ipc_share(const at::Tenso
         // runtime has no events between processes, so the producer waits for
         // its current stream here, before the handle leaves.
         WithoutGil no_gil;
-        OR_TORCH_CHECK(orStreamSynchronize(current_stream_handle(self.device().index())));
+        OR_TORCH_SYNC(orStreamSynchronize(current_stream_handle(self.device().index())));
     }
     int64_t offset = static_cast<const char *>(data_ptr.get()) - static_cast<const char *>(base);
     return {self.device().index(),

@@ -1,0 +1,365 @@
+// native.cpp - the common ops as device kernels. An op listed here is
+// checked and shaped on the host (its Meta kernel: shapes, dtypes,
+// broadcasting, the errors PyTorch raises synchronously), its outputs are
+// allocated on the device, and its CPU kernel then runs as a kernel of the
+// current stream: on the device's worker thread, in stream order, on CPU
+// tensors that alias the device memory. No host copies (the boxed fallback's
+// cost), and the launch states the op's FLOPs and bytes, so OPENREG_TIME=
+// virtual charges it on the device profile's roofline.
+//
+// Errors that depend on the data (an index out of range) happen on the
+// device, after the call returned: they are raised by the next
+// synchronization of the device's work from this package, as CUDA reports a
+// device-side assertion, and the process keeps working.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include "runtime/openreg_torch.h"
+
+namespace torch_openreg {
+
+namespace {
+
+// ---- device-side errors ---------------------------------------------------
+
+std::mutex error_mutex;
+std::string pending_error; // the first since the last report
+std::atomic<bool> error_pending{false};
+
+void record_device_error(const std::string &op, const char *what) {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (!error_pending.load()) {
+        pending_error = "openreg: device-side error in " + op + ": " + what;
+        error_pending.store(true);
+    }
+}
+
+} // namespace
+
+void raise_device_errors() {
+    if (!error_pending.load(std::memory_order_acquire))
+        return;
+    std::string message;
+    {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        message.swap(pending_error);
+        error_pending.store(false);
+    }
+    TORCH_CHECK(message.empty(), message);
+}
+
+namespace {
+
+// ---- what an op costs -------------------------------------------------------
+
+enum class Cost { Elementwise, Reduction, Softmax, Matmul, Memory };
+
+struct NativeOp {
+    // The out= overload a functional op runs on the device ("" overload name
+    // included); empty for in-place and out= overloads, which run as they are.
+    std::string out_name, out_overload;
+    Cost cost;
+};
+
+double tensor_bytes(const at::Tensor &t) {
+    return static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
+}
+
+// FLOPs of the op: elementwise and reductions one per element they read or
+// write (the larger), softmax five, matmul 2*M*N*K per output matrix (K the
+// inner size of the first of its two matrix operands); copies and indexing
+// none. Bytes: every device tensor read and written once.
+orLaunchCost launch_cost(Cost kind, const std::vector<at::Tensor> &inputs,
+                         const std::vector<at::Tensor> &outputs) {
+    double bytes = 0, in_elems = 0, out_elems = 0;
+    for (const at::Tensor &t : inputs) {
+        bytes += tensor_bytes(t);
+        in_elems = std::max(in_elems, static_cast<double>(t.numel()));
+    }
+    for (const at::Tensor &t : outputs) {
+        bytes += tensor_bytes(t);
+        out_elems = std::max(out_elems, static_cast<double>(t.numel()));
+    }
+    double flops = 0;
+    switch (kind) {
+    case Cost::Elementwise:
+    case Cost::Reduction: flops = std::max(in_elems, out_elems); break;
+    case Cost::Softmax: flops = 5 * std::max(in_elems, out_elems); break;
+    case Cost::Matmul: {
+        const at::Tensor *a = nullptr;
+        for (size_t i = 0; i + 1 < inputs.size(); i++)
+            if (inputs[i].dim() >= 2 && inputs[i + 1].dim() >= 2)
+                a = &inputs[i];
+        if (a != nullptr)
+            flops = 2 * out_elems * static_cast<double>(a->size(-1));
+        break;
+    }
+    case Cost::Memory: break;
+    }
+    return orLaunchCost{flops, bytes};
+}
+
+// The table: the functional, in-place and out= overloads of each op.
+const std::unordered_map<std::string, NativeOp> &native_ops() {
+    static const std::unordered_map<std::string, NativeOp> ops = [] {
+        std::unordered_map<std::string, NativeOp> m;
+        // family("add.Tensor", "add.out", cost, {"add_.Tensor"}): names without "aten::".
+        auto family = [&m](const std::string &functional, const std::string &out, Cost cost,
+                           std::initializer_list<const char *> as_is) {
+            size_t dot = out.find('.');
+            m.emplace(functional, NativeOp{"aten::" + out.substr(0, dot), out.substr(dot + 1), cost});
+            m.emplace(out, NativeOp{"", "", cost});
+            for (const char *name : as_is)
+                m.emplace(name, NativeOp{"", "", cost});
+        };
+        const Cost E = Cost::Elementwise, R = Cost::Reduction, S = Cost::Softmax,
+                   M = Cost::Matmul, C = Cost::Memory;
+        family("add.Tensor", "add.out", E, {"add_.Tensor"});
+        family("sub.Tensor", "sub.out", E, {"sub_.Tensor"});
+        family("mul.Tensor", "mul.out", E, {"mul_.Tensor"});
+        family("div.Tensor", "div.out", E, {"div_.Tensor"});
+        for (const char *op : {"neg", "exp", "log", "sqrt", "rsqrt", "abs", "sigmoid", "tanh",
+                               "reciprocal", "sin", "cos", "gelu", "silu", "clamp_min"}) {
+            family(op, std::string(op) + ".out", E, {});
+            m.emplace(std::string(op) + "_", NativeOp{"", "", E});
+        }
+        family("maximum", "maximum.out", E, {});
+        family("minimum", "minimum.out", E, {});
+        family("where.self", "where.self_out", E, {});
+        family("pow.Tensor_Scalar", "pow.Tensor_Scalar_out", E, {"pow_.Scalar"});
+        family("addcmul", "addcmul.out", E, {"addcmul_"});
+        family("addcdiv", "addcdiv.out", E, {"addcdiv_"});
+        family("lerp.Scalar", "lerp.Scalar_out", E, {"lerp_.Scalar"});
+        family("threshold_backward", "threshold_backward.grad_input", E, {});
+        family("sigmoid_backward", "sigmoid_backward.grad_input", E, {});
+        family("tanh_backward", "tanh_backward.grad_input", E, {});
+        family("gelu_backward", "gelu_backward.grad_input", E, {});
+        family("silu_backward", "silu_backward.grad_input", E, {});
+        family("sum.dim_IntList", "sum.IntList_out", R, {});
+        family("mean.dim", "mean.out", R, {});
+        family("amax", "amax.out", R, {});
+        family("amin", "amin.out", R, {});
+        family("argmax", "argmax.out", R, {});
+        family("_softmax", "_softmax.out", S, {});
+        family("_log_softmax", "_log_softmax.out", S, {});
+        family("_softmax_backward_data", "_softmax_backward_data.out", S, {});
+        family("_log_softmax_backward_data", "_log_softmax_backward_data.out", S, {});
+        family("mm", "mm.out", M, {});
+        family("addmm", "addmm.out", M, {"addmm_"});
+        family("bmm", "bmm.out", M, {});
+        family("baddbmm", "baddbmm.out", M, {"baddbmm_"});
+        family("index_select", "index_select.out", C, {});
+        family("gather", "gather.out", C, {});
+        family("cat", "cat.out", C, {});
+        return m;
+    }();
+    return ops;
+}
+
+// "add.Tensor" for aten::add.Tensor, as the table names ops.
+std::string op_key(const c10::OperatorHandle &op) {
+    const c10::OperatorName &name = op.operator_name();
+    std::string base = name.name.substr(name.name.find("::") + 2);
+    return name.overload_name.empty() ? base : base + "." + name.overload_name;
+}
+
+// ---- the launch --------------------------------------------------------------
+
+// A CPU tensor over t's device memory: the same bytes, sizes and strides.
+at::Tensor host_alias(const at::Tensor &t) {
+    return at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
+                         at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
+}
+
+at::Tensor meta_like(const at::Tensor &t) {
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+struct Job {
+    c10::OperatorHandle op;
+    torch::jit::Stack stack; // CPU tensors: aliases of device memory, CPU scalars
+    std::string name;
+};
+
+void run_job(const orKernelContext *, void *args) {
+    std::unique_ptr<Job> job(*static_cast<Job **>(args));
+    try {
+        // Plain tensors without autograd history: straight to the CPU kernel;
+        // and not an op of its own to the profiler (the caller's op is).
+        at::RecordFunctionGuard not_recorded(false);
+        c10::impl::ExcludeDispatchKeyGuard below_autograd(
+            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        job->op.callBoxed(&job->stack);
+    } catch (const std::exception &e) {
+        record_device_error(job->name, e.what());
+    }
+    job->stack.clear(); // the aliases die here, on the device's thread
+}
+
+// Where the tensor arguments are: one openreg device, besides CPU scalars
+// (0-dim), which ops accept with device tensors, as CUDA's do.
+struct Operands {
+    c10::optional<c10::Device> device, other; // other: a second device, an error
+};
+
+void visit(const at::Tensor &t, Operands &ops) {
+    if (!t.defined() || (t.is_cpu() && t.dim() == 0))
+        return;
+    if (t.device().type() == kDeviceType && !ops.device)
+        ops.device = t.device();
+    else if (t.device() != ops.device && !ops.other)
+        ops.other = t.device();
+}
+
+void visit(const c10::IValue &v, Operands &ops) {
+    if (v.isTensor())
+        visit(v.toTensor(), ops);
+    else if (v.isTensorList())
+        for (const at::Tensor &t : v.toTensorList().vec())
+            visit(t, ops);
+}
+
+// v with every device tensor (alone or in a list) replaced by f(tensor).
+c10::IValue map_tensors(const c10::IValue &v, at::Tensor (*f)(const at::Tensor &)) {
+    auto one = [f](const at::Tensor &t) {
+        return t.defined() && t.device().type() == kDeviceType ? f(t) : t;
+    };
+    if (v.isTensor())
+        return one(v.toTensor());
+    if (v.isTensorList()) {
+        c10::List<at::Tensor> out;
+        for (const at::Tensor &t : v.toTensorList().vec())
+            out.push_back(one(t));
+        return out;
+    }
+    return v;
+}
+
+void device_tensors(const c10::IValue &v, std::vector<at::Tensor> &into) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kDeviceType)
+        into.push_back(v.toTensor());
+    else if (v.isTensorList())
+        for (const at::Tensor &t : v.toTensorList().vec())
+            if (t.device().type() == kDeviceType)
+                into.push_back(t);
+}
+
+void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+    const std::string key = op_key(op);
+    const NativeOp &native = native_ops().at(key);
+    const c10::FunctionSchema &schema = op.schema();
+    const size_t nargs = schema.arguments().size();
+    const std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(nargs),
+                                        stack->end());
+
+    Operands operands;
+    for (const c10::IValue &v : args)
+        visit(v, operands);
+    TORCH_CHECK(!operands.other, "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", operands.device.value_or(at::kCPU), " and ",
+                *operands.other, "! (in ", key, ")");
+    if (!operands.device) { // only CPU scalars: nothing for the device to do
+        at::native::cpu_fallback(op, stack);
+        return;
+    }
+    const c10::DeviceIndex device = operands.device->index();
+
+    // Shapes, dtypes and argument errors, on the host, from the Meta kernel.
+    torch::jit::Stack meta;
+    for (const c10::IValue &v : args)
+        meta.push_back(map_tensors(v, meta_like));
+    {
+        at::RecordFunctionGuard not_recorded(false); // a check, not an op of its own
+        c10::impl::ExcludeDispatchKeyGuard below_autograd(
+            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        op.callBoxed(&meta);
+    }
+
+    c10::DeviceGuard guard(*operands.device);
+    std::vector<at::Tensor> inputs, outputs; // device tensors read, written
+    torch::jit::Stack launch_args(args.begin(), args.end()), results;
+    c10::OperatorHandle run = op;
+    if (!native.out_name.empty()) {
+        // Functional: the outputs laid out as the Meta kernel made them, and
+        // the out= overload fills them.
+        for (const c10::IValue &v : args)
+            device_tensors(v, inputs);
+        for (const c10::IValue &r : meta) {
+            const at::Tensor &m = r.toTensor();
+            at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
+                                               m.options().device(kDeviceType, device));
+            outputs.push_back(out);
+            launch_args.push_back(out);
+            results.push_back(out);
+        }
+        auto handle = c10::Dispatcher::singleton().findSchema(
+            c10::OperatorName(native.out_name, native.out_overload));
+        TORCH_INTERNAL_ASSERT(handle.has_value(), "openreg: no operator ", native.out_name, ".",
+                              native.out_overload);
+        run = *handle;
+    } else {
+        // In place or out=: the written arguments, resized as the Meta
+        // kernel resized their stand-ins; the op returns them, in order.
+        size_t k = 0;
+        for (size_t i = 0; i < nargs; i++) {
+            const c10::Argument &a = schema.arguments()[i];
+            bool written = a.alias_info() != nullptr && a.alias_info()->isWrite();
+            if (written && args[i].isTensor()) {
+                at::Tensor t = args[i].toTensor();
+                if (k < meta.size() && meta[k].isTensor() && t.sizes() != meta[k].toTensor().sizes())
+                    t.resize_(meta[k].toTensor().sizes());
+                k++;
+                outputs.push_back(t);
+                results.push_back(t);
+                if (a.kwarg_only())
+                    continue; // out=: only written
+            }
+            device_tensors(args[i], inputs);
+        }
+    }
+
+    bool empty = true;
+    for (const at::Tensor &t : outputs)
+        empty &= t.numel() == 0;
+    if (!empty) {
+        auto job = std::make_unique<Job>(Job{run, {}, key});
+        for (const c10::IValue &v : launch_args)
+            job->stack.push_back(map_tensors(v, host_alias));
+        orLaunchCost cost = launch_cost(native.cost, inputs, outputs);
+        orLaunchConfig config{};
+        config.gridDim = {1, 1, 1};
+        config.blockDim = {1, 1, 1};
+        config.stream = current_stream_handle(device);
+        config.cost = &cost;
+        config.name = job->name.c_str();
+        Job *raw = job.get();
+        orError_t err = orLaunchKernelEx(&config, run_job, &raw, sizeof raw);
+        if (err == orSuccess)
+            job.release(); // the kernel owns it now
+        OR_TORCH_CHECK(err);
+    }
+    torch::jit::drop(*stack, nargs);
+    for (c10::IValue &r : results)
+        stack->push_back(std::move(r));
+}
+
+} // namespace
+
+} // namespace torch_openreg
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    for (const auto &entry : torch_openreg::native_ops()) {
+        m.impl(entry.first.c_str(),
+               torch::CppFunction::makeFromBoxedFunction<&torch_openreg::device_kernel>());
+    }
+}

@@ -1,0 +1,205 @@
+"""The common ops as device kernels (csrc/aten/native.cpp): results equal the
+CPU's for every overload kind, the work is a kernel of the current stream
+charged on the device's roofline under OPENREG_TIME=virtual, and errors come
+from the host check or, for data-dependent ones, from the next synchronization."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_openreg  # noqa: F401
+
+DEV = "openreg"
+
+
+def on_dev(*ts):
+    return [t.to(DEV) for t in ts]
+
+
+def same(dev_result, cpu_result, **tol):
+    if isinstance(cpu_result, (tuple, list)):
+        for d, c in zip(dev_result, cpu_result):
+            same(d, c, **tol)
+        return
+    assert dev_result.device.type == DEV
+    assert dev_result.dtype == cpu_result.dtype
+    assert dev_result.shape == cpu_result.shape
+    assert dev_result.stride() == cpu_result.stride()
+    torch.testing.assert_close(dev_result.cpu(), cpu_result, **tol)
+
+
+UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "sigmoid", "tanh", "reciprocal", "sin",
+         "cos"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_all_overloads(name):
+    x = torch.rand(33, 17) + 0.5
+    (dx,) = on_dev(x)
+    fn = getattr(torch, name)
+    same(fn(dx), fn(x))
+    out = torch.empty(0, device=DEV)
+    fn(dx, out=out)  # resized from empty, as on the CPU
+    same(out, fn(x))
+    y, dy = x.clone(), dx.clone()
+    getattr(y, name + "_")()
+    getattr(dy, name + "_")()
+    same(dy, y)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_broadcast_scalars_promotion(op):
+    a, b = torch.randn(4, 1, 5), torch.randn(3, 1) + 3
+    da, db = on_dev(a, b)
+    fn = getattr(torch, op)
+    same(fn(da, db), fn(a, b))
+    same(fn(da, 2.5), fn(a, 2.5))  # a Python scalar (a CPU 0-dim tensor)
+    same(fn(da, torch.tensor(1.5)), fn(a, torch.tensor(1.5)))
+    ia = torch.arange(20).reshape(4, 5)
+    same(fn(ia.to(DEV), da[:, 0]), fn(ia, a[:, 0]))  # int64 with float32: float32
+    y, dy = a.clone(), da.clone()
+    getattr(y, op + "_")(b[0])
+    getattr(dy, op + "_")(db[0])
+    same(dy, y)
+
+
+def test_non_contiguous_inputs_and_outputs():
+    a = torch.randn(8, 6)
+    da = a.to(DEV)
+    same(da.t() + 1, a.t() + 1)  # the output follows the input's layout
+    same(da[:, ::2] * da[:, 1::2], a[:, ::2] * a[:, 1::2])
+    out = torch.empty(6, 8, device=DEV).t()  # a transposed out=
+    torch.add(da, da, out=out)
+    torch.testing.assert_close(out.cpu(), a + a)
+    same(torch.mm(da.t(), da), torch.mm(a.t(), a))
+
+
+def test_reductions_softmax_matmul_indexing():
+    x = torch.randn(6, 7, 5)
+    (dx,) = on_dev(x)
+    same(dx.sum(dim=1), x.sum(dim=1))
+    same(dx.sum(dim=(0, 2), keepdim=True), x.sum(dim=(0, 2), keepdim=True))
+    same(dx.mean(dim=-1), x.mean(dim=-1))
+    same(dx.amax(dim=0), x.amax(dim=0))
+    same(dx.amin(dim=2), x.amin(dim=2))
+    same(dx.argmax(dim=1), x.argmax(dim=1))
+    same(torch.softmax(dx, dim=-1), torch.softmax(x, dim=-1))
+    same(torch.log_softmax(dx, dim=1), torch.log_softmax(x, dim=1))
+    a, b, c = torch.randn(5, 3), torch.randn(3, 4), torch.randn(4)
+    da, db, dc = on_dev(a, b, c)
+    same(da @ db, a @ b, rtol=1e-5, atol=1e-5)
+    same(torch.addmm(dc, da, db, beta=0.5, alpha=2), torch.addmm(c, a, b, beta=0.5, alpha=2),
+         rtol=1e-5, atol=1e-5)
+    p, q = torch.randn(2, 5, 3), torch.randn(2, 3, 4)
+    dp, dq = on_dev(p, q)
+    same(torch.bmm(dp, dq), torch.bmm(p, q), rtol=1e-5, atol=1e-5)
+    same(torch.baddbmm(torch.zeros(2, 5, 4, device=DEV), dp, dq),
+         torch.baddbmm(torch.zeros(2, 5, 4), p, q), rtol=1e-5, atol=1e-5)
+    idx = torch.tensor([4, 0, 2, 2])
+    same(dx.index_select(1, idx.to(DEV)), x.index_select(1, idx))
+    g = torch.randint(0, 5, (6, 7, 3))
+    same(torch.gather(dx, 2, g.to(DEV)), torch.gather(x, 2, g))
+    same(torch.cat([dx, dx[:2]], dim=0), torch.cat([x, x[:2]], dim=0))
+    same(torch.where(dx > 0, dx, 0.0 * dx), torch.where(x > 0, x, 0.0 * x))
+
+
+def test_empty_tensors():
+    e = torch.empty(0, 3, device=DEV)
+    assert (e + 1).shape == (0, 3)
+    assert e.sum(dim=0).cpu().tolist() == [0.0, 0.0, 0.0]  # a reduction of nothing writes zeros
+    assert torch.mm(torch.empty(2, 0, device=DEV), torch.empty(0, 3, device=DEV)).cpu().eq(0).all()
+
+
+def test_training_step_matches_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    dmodel = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    dmodel.load_state_dict(model.state_dict())
+    dmodel.to(DEV)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    dopt = torch.optim.Adam(dmodel.parameters(), lr=1e-2)
+    x, y = torch.randn(16, 10), torch.randint(0, 4, (16,))
+    dx, dy = on_dev(x, y)
+    for _ in range(3):
+        for m, o, inp, tgt in ((model, opt, x, y), (dmodel, dopt, dx, dy)):
+            o.zero_grad()
+            torch.nn.functional.cross_entropy(m(inp), tgt).backward()
+            o.step()
+    for p, dp in zip(model.parameters(), dmodel.parameters()):
+        torch.testing.assert_close(dp.cpu(), p, rtol=1e-5, atol=1e-6)
+
+
+def test_ordered_on_the_current_stream():
+    s = torch.Stream(DEV)
+    a = torch.ones(1 << 20, device=DEV)
+    with s:
+        b = a * 3
+        c = b + b
+    s.synchronize()
+    assert c.cpu().eq(6).all()
+
+
+def test_host_errors_are_synchronous():
+    a, b = torch.ones(3, 4, device=DEV), torch.ones(5, device=DEV)
+    with pytest.raises(RuntimeError, match="broadcast|size of tensor a"):
+        a + b
+    with pytest.raises(RuntimeError, match="cannot be multiplied|same reduction dim"):
+        torch.mm(a, a)
+    with pytest.raises(RuntimeError, match="same device|openreg:1"):
+        a + torch.ones(3, 4, device="openreg:1")
+    with pytest.raises(RuntimeError, match="same device|cpu"):
+        a + torch.ones(3, 4)
+    assert (a + 1).cpu().eq(2).all()  # and the device keeps working
+
+
+def test_data_dependent_error_at_synchronization():
+    x = torch.arange(10.0, device=DEV)
+    bad = torch.tensor([1, 42], device=DEV)
+    y = x.index_select(0, bad)  # returns: the kernel runs on the device
+    with pytest.raises(RuntimeError, match="device-side error in index_select.*out of range"):
+        torch.openreg.synchronize()
+    torch.openreg.synchronize()  # reported once
+    assert x.index_select(0, torch.tensor([3], device=DEV)).item() == 3.0
+    del y
+
+
+VIRTUAL = r"""
+import torch
+props = torch.openreg.get_device_properties(0)
+rate, bw = props["compute_rate_gflops"] * 1e9, props["memory_bandwidth_gbs"] * 1e9
+
+def timed(fn):
+    start, end = torch.Event("openreg", enable_timing=True), torch.Event("openreg", enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3  # seconds
+
+a = torch.randn(512, 512, device="openreg")
+v = torch.randn(1 << 22, device="openreg")
+tiny = torch.randn(1, 1, device="openreg")
+timed(lambda: a @ a)  # first use (allocations) out of the picture
+latency = timed(lambda: tiny @ tiny)
+mm = timed(lambda: a @ a) - latency
+add = timed(lambda: v + v) - latency
+print(repr((mm, 2 * 512 ** 3 / rate, add, 3 * 4 * (1 << 22) / bw)))
+"""
+
+
+def test_virtual_time_is_the_roofline():
+    env = dict(os.environ, OPENREG_TIME="virtual", OPENREG_DEVICE_PROFILE="a100")
+    out = []
+    for threads in ("1", "2"):
+        env["OPENREG_DEVICE_THREADS"] = threads
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(VIRTUAL)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        out.append(r.stdout)
+    mm, mm_want, add, add_want = eval(out[0])
+    assert mm == pytest.approx(mm_want, rel=0.01)  # compute-bound: FLOPs / rate
+    assert add == pytest.approx(add_want, rel=0.01)  # memory-bound: bytes / bandwidth
+    assert out[0] == out[1]  # deterministic, whatever the thread count

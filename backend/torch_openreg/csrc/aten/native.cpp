@@ -11,6 +11,8 @@
 // device, after the call returned: they are raised by the next
 // synchronization of the device's work from this package, as CUDA reports a
 // device-side assertion, and the process keeps working.
+#include <dlfcn.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <unordered_map>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <ATen/native/CPUFallback.h>
@@ -191,12 +194,27 @@ struct Job {
     std::string name;
 };
 
+// The device's thread is the op's only thread: ATen's intra-op pool
+// (OpenMP, which MKL follows) would start a team from it, and the team, pinned
+// to the device's cores with it, waits on itself there (4 ms scheduler ticks
+// per op on a 1-core device). OpenMP's thread count is per thread: set once on
+// each device thread, after ATen's own first setting of it there.
+bool run_serially() {
+    (void)at::get_num_threads(); // ATen's lazy per-thread initialization
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+        set(1);
+    return true;
+}
+
 void run_job(const orKernelContext *, void *args) {
     std::unique_ptr<Job> job(*static_cast<Job **>(args));
     try {
         // Plain tensors without autograd history: straight to the CPU kernel;
         // and not an op of its own to the profiler (the caller's op is).
         at::RecordFunctionGuard not_recorded(false);
+        static thread_local bool serial = run_serially();
+        (void)serial;
         c10::impl::ExcludeDispatchKeyGuard below_autograd(
             c10::autograd_dispatch_keyset_with_ADInplaceOrView);
         job->op.callBoxed(&job->stack);
@@ -254,6 +272,111 @@ void device_tensors(const c10::IValue &v, std::vector<at::Tensor> &into) {
                 into.push_back(t);
 }
 
+// ---- the Meta kernel's answers, remembered ----------------------------------
+
+// The layouts of a call's results, as its Meta kernel made them.
+struct Layout {
+    std::vector<int64_t> sizes, strides;
+    c10::ScalarType dtype;
+};
+using Layouts = std::vector<Layout>;
+
+template <typename T>
+void put(std::string &sig, const T &value) {
+    sig.append(reinterpret_cast<const char *>(&value), sizeof value);
+}
+
+void put_tensor(std::string &sig, const at::Tensor &t) {
+    put(sig, t.defined());
+    if (!t.defined())
+        return;
+    put(sig, t.scalar_type());
+    put(sig, t.device().type());
+    put(sig, t.dim());
+    for (int64_t d = 0; d < t.dim(); d++) {
+        put(sig, t.size(d));
+        put(sig, t.stride(d));
+    }
+}
+
+// What a Meta kernel's answer depends on: the op and, per argument, a
+// tensor's dtype, device type, sizes and strides; a Scalar's type (not its
+// value, which changes every step for an optimizer's factors, and leaves
+// shapes and dtypes alone; only the sign of an integer, which an integer
+// power checks); any other value whole. False for an argument of another kind.
+bool signature(const std::string &key, const c10::FunctionSchema &schema,
+               const std::vector<c10::IValue> &args, std::string &sig) {
+    sig = key;
+    for (size_t i = 0; i < args.size(); i++) {
+        const c10::IValue &v = args[i];
+        put(sig, static_cast<int>(v.tagKind().size()));
+        sig += v.tagKind();
+        if (v.isTensor()) {
+            put_tensor(sig, v.toTensor());
+        } else if (v.isTensorList()) {
+            for (const at::Tensor &t : v.toTensorList().vec())
+                put_tensor(sig, t);
+        } else if (schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType) {
+            if (v.isInt())
+                put(sig, v.toInt() < 0);
+        } else if (v.isInt()) {
+            put(sig, v.toInt());
+        } else if (v.isDouble()) {
+            put(sig, v.toDouble());
+        } else if (v.isBool()) {
+            put(sig, v.toBool());
+        } else if (v.isIntList()) {
+            for (int64_t x : v.toIntList())
+                put(sig, x);
+        } else if (v.isString()) {
+            sig += v.toStringRef();
+        } else if (!v.isNone()) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::mutex layout_mutex;
+std::unordered_map<std::string, Layouts> layout_cache;
+constexpr size_t kLayoutCacheEntries = 8192;
+
+// The results' layouts of op on args: remembered, or from the Meta kernel,
+// which also raises the errors PyTorch raises before any work is done.
+Layouts result_layouts(const c10::OperatorHandle &op, const std::string &key,
+                       const std::vector<c10::IValue> &args) {
+    std::string sig;
+    bool cacheable = signature(key, op.schema(), args, sig);
+    if (cacheable) {
+        std::lock_guard<std::mutex> lock(layout_mutex);
+        auto it = layout_cache.find(sig);
+        if (it != layout_cache.end())
+            return it->second;
+    }
+    torch::jit::Stack meta;
+    for (const c10::IValue &v : args)
+        meta.push_back(map_tensors(v, meta_like));
+    {
+        at::RecordFunctionGuard not_recorded(false); // a check, not an op of its own
+        c10::impl::ExcludeDispatchKeyGuard below_autograd(
+            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        op.callBoxed(&meta);
+    }
+    Layouts layouts;
+    for (const c10::IValue &r : meta) {
+        TORCH_INTERNAL_ASSERT(r.isTensor(), "openreg: ", key, " returns a non-tensor");
+        const at::Tensor &m = r.toTensor();
+        layouts.push_back({m.sizes().vec(), m.strides().vec(), m.scalar_type()});
+    }
+    if (cacheable) {
+        std::lock_guard<std::mutex> lock(layout_mutex);
+        if (layout_cache.size() >= kLayoutCacheEntries)
+            layout_cache.clear();
+        layout_cache.emplace(std::move(sig), layouts);
+    }
+    return layouts;
+}
+
 void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     const std::string key = op_key(op);
     const NativeOp &native = native_ops().at(key);
@@ -274,16 +397,8 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     }
     const c10::DeviceIndex device = operands.device->index();
 
-    // Shapes, dtypes and argument errors, on the host, from the Meta kernel.
-    torch::jit::Stack meta;
-    for (const c10::IValue &v : args)
-        meta.push_back(map_tensors(v, meta_like));
-    {
-        at::RecordFunctionGuard not_recorded(false); // a check, not an op of its own
-        c10::impl::ExcludeDispatchKeyGuard below_autograd(
-            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
-        op.callBoxed(&meta);
-    }
+    // Shapes, dtypes and argument errors, on the host.
+    const Layouts layouts = result_layouts(op, key, args);
 
     c10::DeviceGuard guard(*operands.device);
     std::vector<at::Tensor> inputs, outputs; // device tensors read, written
@@ -294,10 +409,9 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
         // the out= overload fills them.
         for (const c10::IValue &v : args)
             device_tensors(v, inputs);
-        for (const c10::IValue &r : meta) {
-            const at::Tensor &m = r.toTensor();
-            at::Tensor out = at::empty_strided(m.sizes(), m.strides(),
-                                               m.options().device(kDeviceType, device));
+        for (const Layout &l : layouts) {
+            at::Tensor out = at::empty_strided(
+                l.sizes, l.strides, at::TensorOptions().dtype(l.dtype).device(kDeviceType, device));
             outputs.push_back(out);
             launch_args.push_back(out);
             results.push_back(out);
@@ -316,8 +430,8 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
             bool written = a.alias_info() != nullptr && a.alias_info()->isWrite();
             if (written && args[i].isTensor()) {
                 at::Tensor t = args[i].toTensor();
-                if (k < meta.size() && meta[k].isTensor() && t.sizes() != meta[k].toTensor().sizes())
-                    t.resize_(meta[k].toTensor().sizes());
+                if (k < layouts.size() && t.sizes() != c10::IntArrayRef(layouts[k].sizes))
+                    t.resize_(layouts[k].sizes);
                 k++;
                 outputs.push_back(t);
                 results.push_back(t);

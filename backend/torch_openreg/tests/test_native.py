@@ -186,20 +186,42 @@ timed(lambda: a @ a)  # first use (allocations) out of the picture
 latency = timed(lambda: tiny @ tiny)
 mm = timed(lambda: a @ a) - latency
 add = timed(lambda: v + v) - latency
-print(repr((mm, 2 * 512 ** 3 / rate, add, 3 * 4 * (1 << 22) / bw)))
+# atan is not a device kernel: the fallback runs it on the host, and the clock
+# charges the op (bytes / bandwidth), not the fallback's copies to the host and back.
+fallback = timed(lambda: v.atan()) - latency
+print(repr((mm, 2 * 512 ** 3 / rate, add, 3 * 4 * (1 << 22) / bw, fallback, 2 * 4 * (1 << 22) / bw)))
 """
 
 
+def _virtual(**env):
+    env = dict(os.environ, OPENREG_TIME="virtual", OPENREG_DEVICE_PROFILE="a100", **env)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(VIRTUAL)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def test_virtual_time_is_the_roofline():
-    env = dict(os.environ, OPENREG_TIME="virtual", OPENREG_DEVICE_PROFILE="a100")
-    out = []
-    for threads in ("1", "2"):
-        env["OPENREG_DEVICE_THREADS"] = threads
-        r = subprocess.run([sys.executable, "-c", textwrap.dedent(VIRTUAL)], env=env,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
-        out.append(r.stdout)
-    mm, mm_want, add, add_want = eval(out[0])
+    one, two = _virtual(OPENREG_DEVICE_THREADS="1"), _virtual(OPENREG_DEVICE_THREADS="2")
+    mm, mm_want, add, add_want, fallback, fallback_want = eval(one)
     assert mm == pytest.approx(mm_want, rel=0.01)  # compute-bound: FLOPs / rate
     assert add == pytest.approx(add_want, rel=0.01)  # memory-bound: bytes / bandwidth
-    assert out[0] == out[1]  # deterministic, whatever the thread count
+    assert fallback == pytest.approx(fallback_want, rel=0.01)
+    assert one == two  # deterministic, whatever the thread count
+
+
+def test_virtual_time_of_the_fallback_is_the_same_roofline():
+    mm, mm_want, add, add_want, _, _ = eval(_virtual(TORCH_OPENREG_NATIVE_OPS="0"))
+    assert mm == pytest.approx(mm_want, rel=0.01)
+    assert add == pytest.approx(add_want, rel=0.01)
+
+
+def test_benchmark_prints_every_row():
+    bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "ops_perf.py")
+    r = subprocess.run([sys.executable, bench, "--seconds", "0.002"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("# torch") and "load average" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert len(rows) == 11 and all(float(x) > 0 for row in rows for x in row[-5:])

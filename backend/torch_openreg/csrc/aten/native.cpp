@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,8 +69,8 @@ namespace {
 enum class Cost { Elementwise, Reduction, Softmax, Matmul, Memory };
 
 struct NativeOp {
-    // The out= overload a functional op runs on the device ("" overload name
-    // included); empty for in-place and out= overloads, which run as they are.
+    // The out= overload (operator name, overload name) a functional op runs
+    // on the device; empty for in-place and out= overloads, run as they are.
     std::string out_name, out_overload;
     Cost cost;
 };
@@ -467,11 +468,36 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
         stack->push_back(std::move(r));
 }
 
+void nothing(const orKernelContext *, void *) {}
+
 } // namespace
+
+void charge_host_op(const c10::OperatorHandle &op, const std::vector<at::Tensor> &inputs,
+                    const std::vector<at::Tensor> &outputs, c10::DeviceIndex index) {
+    // An op of the table (TORCH_OPENREG_NATIVE_OPS=0) is charged as its
+    // kernel would be; any other as an elementwise op.
+    auto known = native_ops().find(op_key(op));
+    Cost kind = known != native_ops().end() ? known->second.cost : Cost::Elementwise;
+    orLaunchCost cost = launch_cost(kind, inputs, outputs);
+    const std::string &name = op.operator_name().name;
+    orLaunchConfig config{};
+    config.gridDim = {1, 1, 1};
+    config.blockDim = {1, 1, 1};
+    config.stream = current_stream_handle(index);
+    config.cost = &cost;
+    config.name = name.c_str();
+    c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+    OR_TORCH_CHECK(orLaunchKernelEx(&config, nothing, nullptr, 0));
+}
 
 } // namespace torch_openreg
 
+// TORCH_OPENREG_NATIVE_OPS=0 leaves every op to the CPU fallback (to
+// compare the two, or to rule these kernels out when debugging).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    const char *native = std::getenv("TORCH_OPENREG_NATIVE_OPS");
+    if (native != nullptr && std::string(native) == "0")
+        return;
     for (const auto &entry : torch_openreg::native_ops()) {
         m.impl(entry.first.c_str(),
                torch::CppFunction::makeFromBoxedFunction<&torch_openreg::device_kernel>());

@@ -4,6 +4,8 @@
 // the CPU kernel run, results copied back. All device memory is reached
 // through runtime copies and kernels, never dereferenced by host code, so
 // strict mode (OPENREG_STRICT=1) holds through the fallback too.
+#include <cstring>
+
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -88,6 +90,18 @@ void sync_stream(c10::DeviceIndex index) {
     OR_TORCH_SYNC(orStreamSynchronize(stream));
 }
 
+// Set while the CPU fallback runs an op on this thread. Its copies between
+// the host and the device then are not device work but part of running the
+// op elsewhere: plain memcpy once the stream's queued work is done, off the
+// virtual clock, which charges the op itself (charge_host_op) instead.
+thread_local bool in_fallback = false;
+
+void host_copy(void *dst, const void *src, size_t nbytes, c10::DeviceIndex index) {
+    sync_stream(index);
+    HostWindow window;
+    std::memcpy(dst, src, nbytes);
+}
+
 // Work enqueued on `waiter` (of device `wi`) from now on runs after the work
 // queued so far on `signaler` (of device `si`).
 void stream_wait_stream(c10::DeviceIndex wi, orStream_t waiter, c10::DeviceIndex si,
@@ -169,14 +183,17 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
         c10::DeviceGuard guard(self.device());
         bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type();
         at::Tensor h = direct ? dst : host_buffer(s);
-        OR_TORCH_CHECK(orMemcpyAsync(h.data_ptr(), s.data_ptr(),
-                                     static_cast<size_t>(s.numel()) * s.element_size(),
-                                     orMemcpyDeviceToHost,
-                                     current_stream_handle(self.device().index())));
-        // Asynchronous only into pinned memory, as CUDA: the caller then
-        // synchronizes before reading.
-        if (!(non_blocking && direct && dst.is_pinned()))
-            sync_stream(self.device().index());
+        size_t nbytes = static_cast<size_t>(s.numel()) * s.element_size();
+        if (in_fallback) {
+            host_copy(h.data_ptr(), s.data_ptr(), nbytes, self.device().index());
+        } else {
+            OR_TORCH_CHECK(orMemcpyAsync(h.data_ptr(), s.data_ptr(), nbytes, orMemcpyDeviceToHost,
+                                         current_stream_handle(self.device().index())));
+            // Asynchronous only into pinned memory, as CUDA: the caller then
+            // synchronizes before reading.
+            if (!(non_blocking && direct && dst.is_pinned()))
+                sync_stream(self.device().index());
+        }
         if (!direct)
             dst.copy_(h);
         return dst;
@@ -185,14 +202,17 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
     at::Tensor h = self.to(dst.scalar_type()).contiguous();
     c10::DeviceGuard guard(dst.device());
     at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
-    OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), h.data_ptr(),
-                                 static_cast<size_t>(h.numel()) * h.element_size(),
-                                 orMemcpyHostToDevice,
-                                 current_stream_handle(dst.device().index())));
-    // The host buffer must outlive the copy: wait unless it is the caller's
-    // pinned tensor itself.
-    if (!(non_blocking && h.is_same(self) && self.is_pinned()))
-        sync_stream(dst.device().index());
+    size_t nbytes = static_cast<size_t>(h.numel()) * h.element_size();
+    if (in_fallback) {
+        host_copy(d.data_ptr(), h.data_ptr(), nbytes, dst.device().index());
+    } else {
+        OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), h.data_ptr(), nbytes, orMemcpyHostToDevice,
+                                     current_stream_handle(dst.device().index())));
+        // The host buffer must outlive the copy: wait unless it is the
+        // caller's pinned tensor itself.
+        if (!(non_blocking && h.is_same(self) && self.is_pinned()))
+            sync_stream(dst.device().index());
+    }
     if (!d.is_same(dst))
         copy_device_to_device(d, dst);
     return dst;
@@ -235,8 +255,53 @@ at::Tensor &zero_(at::Tensor &self) {
     return fill_scalar(self, 0);
 }
 
+void device_tensors_of(const c10::IValue &v, std::vector<at::Tensor> &into) {
+    auto add = [&into](const at::Tensor &t) {
+        if (t.defined() && t.device().type() == kDeviceType)
+            into.push_back(t);
+    };
+    if (v.isTensor())
+        add(v.toTensor());
+    else if (v.isTensorList())
+        for (const at::Tensor &t : v.toTensorList().vec())
+            add(t);
+}
+
+// PyTorch's boxed CPU fallback, and the op charged on the device it stands
+// in for (the first device among its tensor arguments).
 void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
-    at::native::cpu_fallback(op, stack);
+    std::vector<at::Tensor> inputs, outputs; // read; written (the returns)
+    c10::optional<c10::DeviceIndex> device;
+    const auto &schema_args = op.schema().arguments();
+    const size_t nargs = schema_args.size();
+    for (size_t i = 0; i < nargs; i++) {
+        const c10::IValue &v = (*stack)[stack->size() - nargs + i];
+        std::vector<at::Tensor> found;
+        device_tensors_of(v, found);
+        if (!found.empty() && !device)
+            device = found.front().device().index();
+        const c10::AliasInfo *alias = schema_args[i].alias_info();
+        if (alias != nullptr && alias->isWrite() && schema_args[i].kwarg_only())
+            continue; // an out= argument: written, not read
+        inputs.insert(inputs.end(), found.begin(), found.end());
+    }
+    if (in_fallback || !device) { // nested, or no device tensor to charge
+        at::native::cpu_fallback(op, stack);
+        return;
+    }
+    c10::DeviceIndex index = *device;
+    in_fallback = true;
+    try {
+        at::native::cpu_fallback(op, stack);
+    } catch (...) {
+        in_fallback = false;
+        throw;
+    }
+    in_fallback = false;
+    const size_t nret = op.schema().returns().size();
+    for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nret); it != stack->end(); ++it)
+        device_tensors_of(*it, outputs);
+    charge_host_op(op, inputs, outputs, index);
 }
 
 } // namespace

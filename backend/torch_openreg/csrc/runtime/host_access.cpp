@@ -75,6 +75,9 @@ struct HostAccess {
 
 } // namespace
 
+HostWindow::HostWindow() { OR_TORCH_CHECK(orMemoryUnprotect(window_token())); }
+HostWindow::~HostWindow() { OR_TORCH_WARN(orMemoryProtect(window_token())); }
+
 } // namespace torch_openreg
 
 TORCH_OPENREG_BINDINGS(host_access) {

@@ -5,7 +5,12 @@
 
 #include <Python.h>
 
+#include <string>
+#include <vector>
+
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
@@ -73,6 +78,22 @@ void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &
 // and returns the start of its orMalloc allocation; nullptr when data_ptr is
 // not the caching allocator's.
 void *ipc_export(const c10::DataPtr &data_ptr);
+
+// While one lives, host code may read and write device memory (strict mode's
+// window, host_access.cpp). The caller has synchronized the work it needs done.
+class HostWindow {
+  public:
+    HostWindow();
+    ~HostWindow();
+    HostWindow(const HostWindow &) = delete;
+    HostWindow &operator=(const HostWindow &) = delete;
+};
+
+// Charges an op that ran outside the device (the CPU fallback) on the current
+// stream of `index` as if it had: a kernel that does nothing, stating the op's
+// FLOPs and bytes (native.cpp's estimates) to the clock.
+void charge_host_op(const c10::OperatorHandle &op, const std::vector<at::Tensor> &inputs,
+                    const std::vector<at::Tensor> &outputs, c10::DeviceIndex index);
 
 // The default Philox generator of each device, and a new one (seeded with
 // the default seed) for torch.Generator("openreg").

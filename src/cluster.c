@@ -448,6 +448,18 @@ const or_peer_arena *or_cluster_peer_of(const void *p)
     return NULL;
 }
 
+void or_cluster_finalize_mpi(void)
+{
+    if (!or_cl.mpi)
+        return;
+    release_mpi_objects();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (or_cl.mpi_owned && !finalized)
+        PMPI_Finalize();
+    or_cl.mpi = false;
+}
+
 void or_cluster_fini(void)
 {
     for (int i = 0; i < or_cl.npeers; i++)
@@ -455,14 +467,7 @@ void or_cluster_fini(void)
     free(or_cl.peers);
     or_cl.peers = NULL;
     or_cl.npeers = 0;
-    if (or_cl.mpi) {
-        release_mpi_objects();
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (or_cl.mpi_owned && !finalized)
-            PMPI_Finalize();
-        or_cl.mpi = false;
-    }
+    or_cluster_finalize_mpi();
     free(or_cl.first_device);
     free(or_cl.rank_node);
     free(or_cl.node_ranks);

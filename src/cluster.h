@@ -72,5 +72,8 @@ const or_peer_arena *or_cluster_peer_of(const void *p);
 extern void (*or_cluster_before_finalize)(void);
 /* Tear down: unmap peers, free communicators, finalize MPI if owned. */
 void or_cluster_fini(void);
+/* Only MPI's part of or_cluster_fini: its objects released, and MPI
+ * finalized if the runtime started it. */
+void or_cluster_finalize_mpi(void);
 
 #endif

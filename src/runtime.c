@@ -136,8 +136,13 @@ static void runtime_teardown(void)
      * that still needs it; remote copies in flight complete first. */
     or_proxy_stop();
     or_trace_flush(); /* written now: the devices' work is done */
-    if (!stopped)
-        return; /* a busy worker may still record: the buffers stay */
+    if (!stopped) {
+        /* A busy worker may still record: the buffers stay. MPI is left
+         * all the same (workers do not call it; the proxy has stopped):
+         * every other rank's MPI_Finalize waits for this rank's. */
+        or_cluster_finalize_mpi();
+        return;
+    }
     or_trace_fini();
     for (int d = 0; d < or_rt.ndevices; d++)
         device_free(&or_rt.devices[d]);

@@ -69,9 +69,9 @@ namespace {
 enum class Cost { Elementwise, Reduction, Softmax, Matmul, Memory };
 
 struct NativeOp {
-    // The out= overload (operator name, overload name) a functional op runs
-    // on the device; empty for in-place and out= overloads, run as they are.
-    std::string out_name, out_overload;
+    // The out= overload a functional op runs on the device; none for
+    // in-place and out= overloads, which run as they are.
+    c10::optional<c10::OperatorHandle> out_op;
     Cost cost;
 };
 
@@ -121,10 +121,12 @@ const std::unordered_map<std::string, NativeOp> &native_ops() {
         auto family = [&m](const std::string &functional, const std::string &out, Cost cost,
                            std::initializer_list<const char *> as_is) {
             size_t dot = out.find('.');
-            m.emplace(functional, NativeOp{"aten::" + out.substr(0, dot), out.substr(dot + 1), cost});
-            m.emplace(out, NativeOp{"", "", cost});
+            c10::OperatorHandle out_op = c10::Dispatcher::singleton().findSchemaOrThrow(
+                ("aten::" + out.substr(0, dot)).c_str(), out.substr(dot + 1).c_str());
+            m.emplace(functional, NativeOp{out_op, cost});
+            m.emplace(out, NativeOp{c10::nullopt, cost});
             for (const char *name : as_is)
-                m.emplace(name, NativeOp{"", "", cost});
+                m.emplace(name, NativeOp{c10::nullopt, cost});
         };
         const Cost E = Cost::Elementwise, R = Cost::Reduction, S = Cost::Softmax,
                    M = Cost::Matmul, C = Cost::Memory;
@@ -135,7 +137,7 @@ const std::unordered_map<std::string, NativeOp> &native_ops() {
         for (const char *op : {"neg", "exp", "log", "sqrt", "rsqrt", "abs", "sigmoid", "tanh",
                                "reciprocal", "sin", "cos", "gelu", "silu", "clamp_min"}) {
             family(op, std::string(op) + ".out", E, {});
-            m.emplace(std::string(op) + "_", NativeOp{"", "", E});
+            m.emplace(std::string(op) + "_", NativeOp{c10::nullopt, E});
         }
         family("maximum", "maximum.out", E, {});
         family("minimum", "minimum.out", E, {});
@@ -187,6 +189,19 @@ at::Tensor host_alias(const at::Tensor &t) {
 
 at::Tensor meta_like(const at::Tensor &t) {
     return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+// Launches kernel(args) as one block on the current stream of `device`,
+// charged `cost`, named `name` in traces.
+orError_t launch_charged(c10::DeviceIndex device, const char *name, const orLaunchCost &cost,
+                         orKernel_t kernel, void *args, size_t args_size) {
+    orLaunchConfig config{};
+    config.gridDim = {1, 1, 1};
+    config.blockDim = {1, 1, 1};
+    config.stream = current_stream_handle(device);
+    config.cost = &cost;
+    config.name = name;
+    return orLaunchKernelEx(&config, kernel, args, args_size);
 }
 
 struct Job {
@@ -262,15 +277,6 @@ c10::IValue map_tensors(const c10::IValue &v, at::Tensor (*f)(const at::Tensor &
         return out;
     }
     return v;
-}
-
-void device_tensors(const c10::IValue &v, std::vector<at::Tensor> &into) {
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kDeviceType)
-        into.push_back(v.toTensor());
-    else if (v.isTensorList())
-        for (const at::Tensor &t : v.toTensorList().vec())
-            if (t.device().type() == kDeviceType)
-                into.push_back(t);
 }
 
 // ---- the Meta kernel's answers, remembered ----------------------------------
@@ -404,8 +410,8 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     c10::DeviceGuard guard(*operands.device);
     std::vector<at::Tensor> inputs, outputs; // device tensors read, written
     torch::jit::Stack launch_args(args.begin(), args.end()), results;
-    c10::OperatorHandle run = op;
-    if (!native.out_name.empty()) {
+    c10::OperatorHandle run = native.out_op.value_or(op);
+    if (native.out_op) {
         // Functional: the outputs laid out as the Meta kernel made them, and
         // the out= overload fills them.
         for (const c10::IValue &v : args)
@@ -417,11 +423,6 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
             launch_args.push_back(out);
             results.push_back(out);
         }
-        auto handle = c10::Dispatcher::singleton().findSchema(
-            c10::OperatorName(native.out_name, native.out_overload));
-        TORCH_INTERNAL_ASSERT(handle.has_value(), "openreg: no operator ", native.out_name, ".",
-                              native.out_overload);
-        run = *handle;
     } else {
         // In place or out=: the written arguments, resized as the Meta
         // kernel resized their stand-ins; the op returns them, in order.
@@ -450,15 +451,10 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
         auto job = std::make_unique<Job>(Job{run, {}, key});
         for (const c10::IValue &v : launch_args)
             job->stack.push_back(map_tensors(v, host_alias));
-        orLaunchCost cost = launch_cost(native.cost, inputs, outputs);
-        orLaunchConfig config{};
-        config.gridDim = {1, 1, 1};
-        config.blockDim = {1, 1, 1};
-        config.stream = current_stream_handle(device);
-        config.cost = &cost;
-        config.name = job->name.c_str();
         Job *raw = job.get();
-        orError_t err = orLaunchKernelEx(&config, run_job, &raw, sizeof raw);
+        orError_t err = launch_charged(device, job->name.c_str(),
+                                       launch_cost(native.cost, inputs, outputs), run_job, &raw,
+                                       sizeof raw);
         if (err == orSuccess)
             job.release(); // the kernel owns it now
         OR_TORCH_CHECK(err);
@@ -478,16 +474,21 @@ void charge_host_op(const c10::OperatorHandle &op, const std::vector<at::Tensor>
     // kernel would be; any other as an elementwise op.
     auto known = native_ops().find(op_key(op));
     Cost kind = known != native_ops().end() ? known->second.cost : Cost::Elementwise;
-    orLaunchCost cost = launch_cost(kind, inputs, outputs);
-    const std::string &name = op.operator_name().name;
-    orLaunchConfig config{};
-    config.gridDim = {1, 1, 1};
-    config.blockDim = {1, 1, 1};
-    config.stream = current_stream_handle(index);
-    config.cost = &cost;
-    config.name = name.c_str();
     c10::DeviceGuard guard(c10::Device(kDeviceType, index));
-    OR_TORCH_CHECK(orLaunchKernelEx(&config, nothing, nullptr, 0));
+    OR_TORCH_CHECK(launch_charged(index, op.operator_name().name.c_str(),
+                                  launch_cost(kind, inputs, outputs), nothing, nullptr, 0));
+}
+
+void device_tensors(const c10::IValue &v, std::vector<at::Tensor> &into) {
+    auto add = [&into](const at::Tensor &t) {
+        if (t.defined() && t.device().type() == kDeviceType)
+            into.push_back(t);
+    };
+    if (v.isTensor())
+        add(v.toTensor());
+    else if (v.isTensorList())
+        for (const at::Tensor &t : v.toTensorList().vec())
+            add(t);
 }
 
 } // namespace torch_openreg

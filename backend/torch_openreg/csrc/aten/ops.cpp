@@ -96,10 +96,19 @@ void sync_stream(c10::DeviceIndex index) {
 // virtual clock, which charges the op itself (charge_host_op) instead.
 thread_local bool in_fallback = false;
 
-void host_copy(void *dst, const void *src, size_t nbytes, c10::DeviceIndex index) {
-    sync_stream(index);
-    HostWindow window;
-    std::memcpy(dst, src, nbytes);
+// A copy between the host and device `index`, on its current stream, waited
+// for when `wait`; inside the fallback, a memcpy (see in_fallback).
+void host_device_copy(void *dst, const void *src, size_t nbytes, orMemcpyKind kind,
+                      c10::DeviceIndex index, bool wait) {
+    if (in_fallback) {
+        sync_stream(index);
+        HostWindow window;
+        std::memcpy(dst, src, nbytes);
+        return;
+    }
+    OR_TORCH_CHECK(orMemcpyAsync(dst, src, nbytes, kind, current_stream_handle(index)));
+    if (wait)
+        sync_stream(index);
 }
 
 // Work enqueued on `waiter` (of device `wi`) from now on runs after the work
@@ -183,17 +192,11 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
         c10::DeviceGuard guard(self.device());
         bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type();
         at::Tensor h = direct ? dst : host_buffer(s);
-        size_t nbytes = static_cast<size_t>(s.numel()) * s.element_size();
-        if (in_fallback) {
-            host_copy(h.data_ptr(), s.data_ptr(), nbytes, self.device().index());
-        } else {
-            OR_TORCH_CHECK(orMemcpyAsync(h.data_ptr(), s.data_ptr(), nbytes, orMemcpyDeviceToHost,
-                                         current_stream_handle(self.device().index())));
-            // Asynchronous only into pinned memory, as CUDA: the caller then
-            // synchronizes before reading.
-            if (!(non_blocking && direct && dst.is_pinned()))
-                sync_stream(self.device().index());
-        }
+        // Asynchronous only into pinned memory, as CUDA: the caller then
+        // synchronizes before reading.
+        host_device_copy(h.data_ptr(), s.data_ptr(),
+                         static_cast<size_t>(s.numel()) * s.element_size(), orMemcpyDeviceToHost,
+                         self.device().index(), !(non_blocking && direct && dst.is_pinned()));
         if (!direct)
             dst.copy_(h);
         return dst;
@@ -202,17 +205,11 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
     at::Tensor h = self.to(dst.scalar_type()).contiguous();
     c10::DeviceGuard guard(dst.device());
     at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
-    size_t nbytes = static_cast<size_t>(h.numel()) * h.element_size();
-    if (in_fallback) {
-        host_copy(d.data_ptr(), h.data_ptr(), nbytes, dst.device().index());
-    } else {
-        OR_TORCH_CHECK(orMemcpyAsync(d.data_ptr(), h.data_ptr(), nbytes, orMemcpyHostToDevice,
-                                     current_stream_handle(dst.device().index())));
-        // The host buffer must outlive the copy: wait unless it is the
-        // caller's pinned tensor itself.
-        if (!(non_blocking && h.is_same(self) && self.is_pinned()))
-            sync_stream(dst.device().index());
-    }
+    // The host buffer must outlive the copy: wait unless it is the caller's
+    // pinned tensor itself.
+    host_device_copy(d.data_ptr(), h.data_ptr(), static_cast<size_t>(h.numel()) * h.element_size(),
+                     orMemcpyHostToDevice, dst.device().index(),
+                     !(non_blocking && h.is_same(self) && self.is_pinned()));
     if (!d.is_same(dst))
         copy_device_to_device(d, dst);
     return dst;
@@ -255,21 +252,13 @@ at::Tensor &zero_(at::Tensor &self) {
     return fill_scalar(self, 0);
 }
 
-void device_tensors_of(const c10::IValue &v, std::vector<at::Tensor> &into) {
-    auto add = [&into](const at::Tensor &t) {
-        if (t.defined() && t.device().type() == kDeviceType)
-            into.push_back(t);
-    };
-    if (v.isTensor())
-        add(v.toTensor());
-    else if (v.isTensorList())
-        for (const at::Tensor &t : v.toTensorList().vec())
-            add(t);
-}
-
 // PyTorch's boxed CPU fallback, and the op charged on the device it stands
 // in for (the first device among its tensor arguments).
 void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+    if (in_fallback) { // an op the fallback itself calls: part of the outer one
+        at::native::cpu_fallback(op, stack);
+        return;
+    }
     std::vector<at::Tensor> inputs, outputs; // read; written (the returns)
     c10::optional<c10::DeviceIndex> device;
     const auto &schema_args = op.schema().arguments();
@@ -277,7 +266,7 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     for (size_t i = 0; i < nargs; i++) {
         const c10::IValue &v = (*stack)[stack->size() - nargs + i];
         std::vector<at::Tensor> found;
-        device_tensors_of(v, found);
+        device_tensors(v, found);
         if (!found.empty() && !device)
             device = found.front().device().index();
         const c10::AliasInfo *alias = schema_args[i].alias_info();
@@ -285,7 +274,7 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
             continue; // an out= argument: written, not read
         inputs.insert(inputs.end(), found.begin(), found.end());
     }
-    if (in_fallback || !device) { // nested, or no device tensor to charge
+    if (!device) { // no device tensor to charge
         at::native::cpu_fallback(op, stack);
         return;
     }
@@ -300,7 +289,7 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     in_fallback = false;
     const size_t nret = op.schema().returns().size();
     for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nret); it != stack->end(); ++it)
-        device_tensors_of(*it, outputs);
+        device_tensors(*it, outputs);
     charge_host_op(op, inputs, outputs, index);
 }
 

@@ -95,6 +95,9 @@ class HostWindow {
 void charge_host_op(const c10::OperatorHandle &op, const std::vector<at::Tensor> &inputs,
                     const std::vector<at::Tensor> &outputs, c10::DeviceIndex index);
 
+// Appends the openreg tensors of v (a tensor or a list of tensors) to into.
+void device_tensors(const c10::IValue &v, std::vector<at::Tensor> &into);
+
 // The default Philox generator of each device, and a new one (seeded with
 // the default seed) for torch.Generator("openreg").
 const at::Generator &default_generator(c10::DeviceIndex index);

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "profile.h"
 #include "sync.h"
+#include "activity.h"
 #include "trace.h"
 #include "vclock.h"
 
@@ -66,7 +67,10 @@ struct or_op {
     uint64_t seq; /* position in the stream, from 1 */
     or_op_cost cost;
     uint64_t vt_start, vt_end; /* virtual time, charged at issue */
-    uint64_t wall_start;       /* when a worker started it (traces) */
+    uint64_t wall_start;       /* when a worker started it (traces), CLOCK_MONOTONIC */
+    uint64_t correlation;      /* the issuing thread's external correlation id */
+    uint64_t issue_ns;         /* when it was issued, and by which thread (records) */
+    int32_t issue_tid;
     _Atomic int refs; /* the stream's, plus one per worker inside a kernel */
     union {
         struct {

@@ -51,7 +51,7 @@ static orError_t launch(orKernel_t kernel, orDim3 grid, orDim3 block, const void
         op->cost.kernel_flops = cost->flops;
         op->cost.kernel_bytes = cost->bytes;
     }
-    op->u.kernel.name = name && or_trace_on ? or_trace_intern(name) : NULL;
+    op->u.kernel.name = name && or_recording() ? or_trace_intern(name) : NULL;
     or_stream_enqueue(s, op);
     return orSuccess;
 }

@@ -239,6 +239,52 @@ OPENREG_EXPORT orError_t orRandGenerateNormal(float *devPtr, size_t n, float mea
                                               unsigned long long seed, unsigned long long offset,
                                               orStream_t stream);
 
+/* Activity records, for profilers (CUPTI's activity API in small): while
+ * recording is on, every kernel, copy, memset, host function and collective
+ * of this process's devices is kept when it finishes, with the external
+ * correlation id its issuing thread had pushed when it was issued. */
+typedef enum orActivityKind {
+    orActivityKindKernel = 1,
+    orActivityKindMemcpy = 2,
+    orActivityKindMemset = 3,
+    orActivityKindHostFunc = 4,
+    orActivityKindCollective = 5 /* a collective (occl), or another layer's work on a stream */
+} orActivityKind;
+
+typedef struct orActivity {
+    orActivityKind kind;
+    int device;        /* this process's device ordinal */
+    int stream;        /* 0: the default stream, then 1, 2, ... in creation order */
+    int virtualTime;   /* start and end are the virtual clock's (OPENREG_TIME=virtual) */
+    unsigned long long start, end; /* ns: CLOCK_MONOTONIC, or the virtual clock */
+    unsigned long long correlationId; /* innermost id pushed on the issuing thread; 0: none */
+    const char *name;     /* as traces name it: the kernel, "memcpy HtoD", "occl AllReduce" */
+    const char *category; /* "kernel", "copy", "memset", "host", "collective" */
+    unsigned long long bytes; /* copies, memsets, declared kernels */
+    double flops;             /* declared kernels */
+    int srcDevice, dstDevice; /* copies: global device ids, -1 for host memory */
+    const char *args;         /* collectives: their arguments as a JSON object; else NULL */
+    unsigned long long issueTime; /* when its call issued it: CLOCK_MONOTONIC ns */
+    int issueThread;              /* the thread that issued it (its Linux thread id) */
+} orActivity;
+
+typedef void (*orActivityCallback)(const orActivity *activity, void *userData);
+
+/* Start keeping records (again: no effect). At most OPENREG_TRACE_BUFFER
+ * records are kept between flushes; later ones are counted as dropped. */
+OPENREG_EXPORT orError_t orActivityEnable(void);
+/* Stop keeping records; those kept stay until flushed. */
+OPENREG_EXPORT orError_t orActivityDisable(void);
+/* Hand every kept record to callback (in the order they finished) and forget
+ * them; *dropped (may be NULL) gets how many were dropped since the last
+ * flush. The strings live as long as the process. */
+OPENREG_EXPORT orError_t orActivityFlush(orActivityCallback callback, void *userData,
+                                         unsigned long long *dropped);
+/* The calling thread's external correlation ids, a stack (64 deep: deeper
+ * pushes are counted and popped without being recorded). */
+OPENREG_EXPORT orError_t orActivityPushExternalCorrelationId(unsigned long long id);
+OPENREG_EXPORT orError_t orActivityPopExternalCorrelationId(unsigned long long *lastId);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

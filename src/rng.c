@@ -113,7 +113,7 @@ static orError_t rng_enqueue(float *devPtr, size_t n, bool normal, float mean, f
     /* Virtual time: memory-bound, the numbers written once. */
     op->cost.declared = true;
     op->cost.kernel_bytes = (double)n * sizeof(float);
-    if (or_trace_on)
+    if (or_recording())
         op->u.kernel.name =
             or_trace_intern(normal ? "orRandGenerateNormal" : "orRandGenerateUniform");
     or_stream_enqueue(s, op);

@@ -97,9 +97,9 @@ orError_t or_stream_advance_vclock(orStream_t stream, uint64_t start_ns, uint64_
     return orSuccess;
 }
 
-bool or_trace_enabled(void) { return or_init() == orSuccess && or_trace_on; }
+bool or_trace_enabled(void) { return or_init() == orSuccess && or_recording(); }
 
-uint64_t or_trace_now(void) { return or_trace_wall_ns(); }
+uint64_t or_trace_now(void) { return or_now_ns(); }
 
 void or_trace_stream_slice(orStream_t stream, const char *name, const char *category,
                            uint64_t start_ns, uint64_t end_ns, const char *args_json)
@@ -107,7 +107,10 @@ void or_trace_stream_slice(orStream_t stream, const char *name, const char *cate
     or_stream *s;
     if (!or_trace_enabled() || or_stream_resolve(stream, &s) != orSuccess)
         return;
-    or_trace_slice(s->dev->global_id, s->trace_tid, name, category, start_ns, end_ns, args_json);
+    if (or_trace_on)
+        or_trace_slice(s->dev->global_id, s->trace_tid, name, category, start_ns, end_ns,
+                       args_json);
+    or_activity_slice(s->dev->id, s->trace_tid, name, category, start_ns, end_ns, args_json);
 }
 
 orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *data,

@@ -91,12 +91,13 @@ int or_global_device(int world_rank, int device);
  * charges it. */
 orError_t or_device_memory_bps(int device, uint64_t *bytes_per_s);
 
-/* OPENREG_TRACE is set. */
+/* Slices are wanted: OPENREG_TRACE is set, or activity records are on. */
 bool or_trace_enabled(void);
-/* Now, in the clock of wall-mode traces (ns). */
+/* Now, in the clock of wall-mode slices (CLOCK_MONOTONIC ns). */
 uint64_t or_trace_now(void);
-/* A slice on stream's track: [start_ns, end_ns) in the trace's clock (the
- * virtual clock in virtual mode), args the text of a JSON object or NULL. */
+/* A slice on stream's track, for the trace and the activity records:
+ * [start_ns, end_ns) in the virtual clock in virtual mode, else in
+ * or_trace_now's; args the text of a JSON object or NULL. */
 void or_trace_stream_slice(orStream_t stream, const char *name, const char *category,
                            uint64_t start_ns, uint64_t end_ns, const char *args_json);
 

@@ -84,8 +84,8 @@ static bool stream_advance_locked(or_stream *s)
             s->blocked = true;
             return false;
         }
-        if (or_trace_on)
-            or_trace_op(op, or_trace_wall_ns());
+        if (or_recording())
+            or_record_op(op);
         pop_head_locked(s, op);
         or_op_release(op);
     }
@@ -132,6 +132,7 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     }
     uint64_t seq = op->seq = ++s->last_seq;
     op->stream = s;
+    or_activity_issue(op);
     op->next = NULL;
     if (s->tail)
         s->tail->next = op;
@@ -154,8 +155,8 @@ void or_stream_op_done(or_op *op) { stream_complete(op->stream, op); }
 
 static void stream_complete(or_stream *s, or_op *op)
 {
-    if (or_trace_on)
-        or_trace_op(op, or_trace_wall_ns());
+    if (or_recording())
+        or_record_op(op);
     or_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     s->busy = false;
@@ -273,8 +274,9 @@ static void remote_copy_done(or_proxy_req *req)
 
 static void op_execute(or_stream *s, or_op *op)
 {
-    if (or_trace_on)
+    if (or_recording())
         op->wall_start = or_now_ns();
+    or_activity_set_running(op);
     switch (op->kind) {
     case OR_OP_KERNEL:
         if (op->u.kernel.nblocks > 1 && s->dev->hw.nthreads > 1) {

@@ -23,6 +23,7 @@ enum { TR_KERNEL, TR_COPY, TR_REMOTE_COPY, TR_MEMSET, TR_HOST_FUNC, TR_RECORD, T
 typedef struct tr_rec {
     uint64_t ts, dur; /* ns */
     uint64_t seq;     /* the op's place in its stream: orders equal times */
+    uint64_t corr;    /* external correlation id (a profiler's), 0: none */
     const void *name; /* kernel: its name or function; slice: its name */
     int32_t pid, tid;
     uint8_t kind;
@@ -189,10 +190,12 @@ void or_trace_op(const or_op *op, uint64_t wall_end)
     r->pid = s->dev->global_id;
     r->tid = s->trace_tid;
     r->seq = op->seq;
+    r->corr = op->correlation;
     if (tr.virtual_time) {
         r->ts = op->vt_start;
         r->dur = op->vt_end - op->vt_start;
     } else {
+        wall_end -= tr.origin;
         uint64_t start = op->wall_start ? op->wall_start - tr.origin : wall_end;
         r->ts = start;
         r->dur = wall_end > start ? wall_end - start : 0;
@@ -245,6 +248,10 @@ void or_trace_slice(int pid, int tid, const char *name, const char *cat, uint64_
 {
     if (!or_trace_on)
         return;
+    if (!tr.virtual_time) { /* given in CLOCK_MONOTONIC */
+        start -= tr.origin;
+        end -= tr.origin;
+    }
     const char *iname = or_trace_intern(name ? name : "slice");
     const char *icat = or_trace_intern(cat ? cat : "external");
     const char *iargs = args ? or_trace_intern(args) : NULL;
@@ -260,6 +267,7 @@ void or_trace_slice(int pid, int tid, const char *name, const char *cat, uint64_
     r->dur = end > start ? end - start : 0;
     r->named = true;
     r->name = iname;
+    r->corr = or_activity_slice_correlation();
     r->u.x.cat = icat;
     r->u.x.args = iargs;
     rec_publish(b);
@@ -320,6 +328,15 @@ static const char *copy_kind(const tr_rec *r)
     return r->u.c.src == r->u.c.dst ? "DtoD" : "PtoP";
 }
 
+/* The end of an event's args: the profiler's correlation id when it had one
+ * (joins this trace to torch.profiler's), then the closing brace. */
+static void args_close(FILE *f, const tr_rec *r, bool more)
+{
+    if (r->corr)
+        fprintf(f, "%s\"correlation\":%" PRIu64, more ? "," : "", r->corr);
+    fputc('}', f);
+}
+
 static void write_rec(FILE *f, const tr_rec *r)
 {
     static const char *const cats[] = {"kernel", "copy", "copy", "memset", "host", "event", "event"};
@@ -353,7 +370,7 @@ static void write_rec(FILE *f, const tr_rec *r)
                 r->u.k.grid[2], r->u.k.block[0], r->u.k.block[1], r->u.k.block[2]);
         if (r->declared)
             fprintf(f, ",\"flops\":%.17g,\"bytes\":%.17g", r->u.k.flops, r->u.k.bytes);
-        fputs("}", f);
+        args_close(f, r, true);
         break;
     case TR_COPY:
     case TR_REMOTE_COPY:
@@ -368,17 +385,25 @@ static void write_rec(FILE *f, const tr_rec *r)
             json_end(f, r->u.c.dst);
             fprintf(f, ",\"path\":\"%s\"", or_vclock_path(r->u.c.src, r->u.c.dst).type);
         }
-        fputs("}", f);
+        args_close(f, r, true);
         break;
     case TR_RECORD:
     case TR_WAIT:
-        fprintf(f, "{\"event\":%" PRIu64 ",\"record\":%" PRIu64 "}", r->u.e.event, r->u.e.gen);
+        fprintf(f, "{\"event\":%" PRIu64 ",\"record\":%" PRIu64, r->u.e.event, r->u.e.gen);
+        args_close(f, r, true);
         break;
     case TR_SLICE:
-        fputs(r->u.x.args ? r->u.x.args : "{}", f);
+        if (r->u.x.args && strlen(r->u.x.args) > 2) { /* a layer's object, "{...}" */
+            fwrite(r->u.x.args, 1, strlen(r->u.x.args) - 1, f);
+            args_close(f, r, true);
+        } else {
+            fputc('{', f);
+            args_close(f, r, false);
+        }
         break;
     default:
-        fputs("{}", f);
+        fputc('{', f);
+        args_close(f, r, false);
         break;
     }
     fputs("}", f);

@@ -33,10 +33,12 @@ void or_trace_name_track(int pid, int tid, const char *name);
 uint64_t or_trace_wall_ns(void);
 
 struct or_op;
-/* An op finished (or, for event waits, was resolved): record it. */
+/* An op finished (or, for event waits, was resolved) at wall_end
+ * (CLOCK_MONOTONIC ns): record it. */
 void or_trace_op(const struct or_op *op, uint64_t wall_end);
 /* A slice named by a layer above (collectives) on a stream's track; args is
- * a JSON object's text or NULL. Times are in the trace's clock. */
+ * a JSON object's text or NULL. Times: the virtual clock in virtual mode,
+ * else CLOCK_MONOTONIC ns. */
 void or_trace_slice(int pid, int tid, const char *name, const char *cat, uint64_t start,
                     uint64_t end, const char *args);
 

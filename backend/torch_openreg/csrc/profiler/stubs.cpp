@@ -1,9 +1,11 @@
-// stubs.cpp - torch.profiler on openreg: PyTorch's profiler stubs for the
-// PrivateUse1 device. With ProfilerActivity.PrivateUse1 (or
-// torch.autograd.profiler.profile(use_device="openreg")) PyTorch records an
-// event on the device's current stream when each op starts and ends, and
-// each op's device time is the time between them: the runtime's event
-// timing, so virtual time under OPENREG_TIME=virtual.
+// stubs.cpp - the profiler without Kineto on openreg: PyTorch's profiler
+// stubs for the PrivateUse1 device. With
+// torch.autograd.profiler.profile(use_device="openreg", use_kineto=False)
+// PyTorch records an event on the device's current stream when each op
+// starts and ends, and each op's device time is the time between them: the
+// runtime's event timing, so virtual time under OPENREG_TIME=virtual.
+// torch.profiler (Kineto) reads the runtime's activity records instead
+// (kineto.cpp).
 #include <c10/util/ApproximateClock.h>
 #include <torch/csrc/profiler/stubs/base.h>
 

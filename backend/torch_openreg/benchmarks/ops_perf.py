@@ -38,6 +38,14 @@ CASES = [
     ("index_select 64K of 1M", lambda d: (torch.randn(1 << 20, device=d),
                                           torch.randint(0, 1 << 20, (1 << 16,), device=d)),
      lambda a, i: a.index_select(0, i)),
+    # Adam's moment update on 16 parameters of 64K each (foreach=True).
+    ("_foreach_lerp_ 16x64K", lambda d: ([torch.randn(1 << 16, device=d) for _ in range(16)],
+                                         [torch.randn(1 << 16, device=d) for _ in range(16)]),
+     lambda a, b: torch._foreach_lerp_(a, b, 0.1)),
+    ("_foreach_addcdiv_ 16x64K", lambda d: ([torch.randn(1 << 16, device=d) for _ in range(16)],
+                                            [torch.randn(1 << 16, device=d) for _ in range(16)],
+                                            [torch.rand(1 << 16, device=d) + 1 for _ in range(16)]),
+     lambda p, m, v: torch._foreach_addcdiv_(p, m, v, [-1e-3] * 16)),
 ]
 
 

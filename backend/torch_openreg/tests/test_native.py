@@ -132,6 +132,88 @@ def test_training_step_matches_cpu():
         torch.testing.assert_close(dp.cpu(), p, rtol=1e-5, atol=1e-6)
 
 
+def _lists(*shapes_per_list, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [[torch.rand(s, generator=g) + 0.5 for s in shapes] for shapes in shapes_per_list]
+
+
+SHAPES = [(3,), (4, 5), (2, 3, 2)]
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, b, c: torch._foreach_add(a, b, alpha=2),
+    lambda a, b, c: torch._foreach_mul(a, 3.0),
+    lambda a, b, c: torch._foreach_div(a, [1.0, 2.0, 4.0]),
+    lambda a, b, c: torch._foreach_sqrt(a),
+    lambda a, b, c: torch._foreach_addcdiv(a, b, c, [0.1, 0.2, 0.3]),
+    lambda a, b, c: torch._foreach_lerp(a, b, 0.25),
+    lambda a, b, c: torch._foreach_norm(a),
+    lambda a, b, c: torch._foreach_maximum(a, b),
+])
+def test_foreach_functional(call):
+    a, b, c = _lists(SHAPES, SHAPES, SHAPES)
+    same(call(*[on_dev(*x) for x in (a, b, c)]), call(a, b, c))
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, b, c: torch._foreach_add_(a, b, alpha=-1),
+    lambda a, b, c: torch._foreach_mul_(a, 0.5),
+    lambda a, b, c: torch._foreach_mul_(a, torch.tensor(3.0, device=a[0].device)),
+    lambda a, b, c: torch._foreach_addcmul_(a, b, c, 0.1),
+    lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [1.0, -1.0, 0.5]),
+    lambda a, b, c: torch._foreach_lerp_(a, b, 0.9),
+    lambda a, b, c: torch._foreach_sqrt_(a),
+    lambda a, b, c: torch._foreach_zero_(a),
+])
+def test_foreach_in_place(call):
+    a, b, c = _lists(SHAPES, SHAPES, SHAPES)
+    da, db, dc = (on_dev(*x) for x in (a, b, c))
+    ptrs = [t.data_ptr() for t in da]
+    call(a, b, c)
+    call(da, db, dc)
+    assert [t.data_ptr() for t in da] == ptrs  # in place, on the device
+    same(da, a)
+
+
+def test_foreach_ops_are_device_kernels():
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    a, b = (on_dev(*x) for x in _lists(SHAPES, SHAPES))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        torch._foreach_lerp_(a, b, 0.5)
+        torch._foreach_sqrt(a)
+    kernels = [e.name for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    # One kernel per call over the whole lists (the fallback would copy each
+    # tensor to the host and back).
+    assert kernels == ["_foreach_lerp_.Scalar", "_foreach_sqrt"], kernels
+
+
+def test_foreach_mixed_devices_are_refused():
+    a = [torch.ones(3, device=DEV), torch.ones(3, device="openreg:1")]
+    with pytest.raises(RuntimeError, match="same device|openreg:1"):
+        torch._foreach_add_(a, 1.0)
+
+
+def test_adam_foreach_matches_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    dmodel = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    dmodel.load_state_dict(model.state_dict())
+    dmodel.to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    dopt = torch.optim.AdamW(dmodel.parameters(), lr=1e-2, foreach=True)
+    x, y = torch.randn(16, 10), torch.randint(0, 4, (16,))
+    dx, dy = on_dev(x, y)
+    for _ in range(4):
+        for m, o, inp, tgt in ((model, opt, x, y), (dmodel, dopt, dx, dy)):
+            o.zero_grad()
+            torch.nn.functional.cross_entropy(m(inp), tgt).backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=o is dopt)
+            o.step()
+    for p, dp in zip(model.parameters(), dmodel.parameters()):
+        torch.testing.assert_close(dp.cpu(), p, rtol=1e-5, atol=1e-6)
+
+
 def test_ordered_on_the_current_stream():
     s = torch.Stream(DEV)
     a = torch.ones(1 << 20, device=DEV)
@@ -216,6 +298,33 @@ def test_virtual_time_of_the_fallback_is_the_same_roofline():
     assert add == pytest.approx(add_want, rel=0.01)
 
 
+FOREACH_VIRTUAL = r"""
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+a = [torch.randn(1 << 16, device="openreg") for _ in range(16)]
+b = [torch.randn(1 << 16, device="openreg") for _ in range(16)]
+torch.openreg.synchronize()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    torch._foreach_lerp_(a, b, 0.1)
+bw = torch.openreg.get_device_properties(0)["memory_bandwidth_gbs"] * 1e9
+print(repr(([(e.name, e.time_range.elapsed_us()) for e in prof.events()
+             if e.device_type == DeviceType.PrivateUse1], 3 + 3 * 16 * (1 << 16) * 4 / bw * 1e6)))
+"""
+
+
+def test_virtual_time_of_a_foreach_op_is_one_launch_over_its_lists():
+    r = subprocess.run([sys.executable, "-c", FOREACH_VIRTUAL], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, OPENREG_TIME="virtual",
+                                             OPENREG_DEVICE_PROFILE="a100"))
+    assert r.returncode == 0, r.stderr
+    kernels, want = eval(r.stdout)
+    # One launch (3 us on the a100) and the bytes of self (read and written)
+    # and end (read), at the memory bandwidth.
+    assert [name for name, _ in kernels] == ["_foreach_lerp_.Scalar"]
+    assert kernels[0][1] == pytest.approx(want, abs=0.002)
+
+
 def test_benchmark_prints_every_row():
     bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "ops_perf.py")
     r = subprocess.run([sys.executable, bench, "--seconds", "0.002"], capture_output=True,
@@ -224,6 +333,6 @@ def test_benchmark_prints_every_row():
     lines = r.stdout.splitlines()
     assert lines[0].startswith("# torch") and "load average" in lines[0]
     rows = [line.split() for line in lines[2:]]
-    assert len(rows) == 11
+    assert len(rows) == 13
     for row in rows:  # three times, then two ratios (printed with 2 decimals: maybe 0.00)
         assert all(float(x) > 0 for x in row[-5:-2]) and all(float(x) >= 0 for x in row[-2:])

@@ -66,7 +66,7 @@ namespace {
 
 // ---- what an op costs -------------------------------------------------------
 
-enum class Cost { Elementwise, Reduction, Softmax, Matmul, Memory };
+enum class Cost { Elementwise, Reduction, Softmax, Matmul, Memory, Foreach };
 
 struct NativeOp {
     // The out= overload a functional op runs on the device; none for
@@ -81,8 +81,10 @@ double tensor_bytes(const at::Tensor &t) {
 
 // FLOPs of the op: elementwise and reductions one per element they read or
 // write (the larger), softmax five, matmul 2*M*N*K per output matrix (K the
-// inner size of the first of its two matrix operands); copies and indexing
-// none. Bytes: every device tensor read and written once.
+// inner size of the first of its two matrix operands), a _foreach_ op one per
+// element it writes (reads, for a norm), summed over its lists; copies and
+// indexing none. Bytes:
+// every device tensor read and written once.
 orLaunchCost launch_cost(Cost kind, const std::vector<at::Tensor> &inputs,
                          const std::vector<at::Tensor> &outputs) {
     double bytes = 0, in_elems = 0, out_elems = 0;
@@ -106,6 +108,21 @@ orLaunchCost launch_cost(Cost kind, const std::vector<at::Tensor> &inputs,
                 a = &inputs[i];
         if (a != nullptr)
             flops = 2 * out_elems * static_cast<double>(a->size(-1));
+        break;
+    }
+    case Cost::Foreach: {
+        // Summed over the lists: the elements written, or read when each
+        // output is one number (a norm per tensor).
+        bool reduced = !outputs.empty();
+        for (const at::Tensor &t : outputs) {
+            flops += static_cast<double>(t.numel());
+            reduced &= t.dim() == 0;
+        }
+        if (reduced) {
+            flops = 0;
+            for (const at::Tensor &t : inputs)
+                flops += static_cast<double>(t.numel());
+        }
         break;
     }
     case Cost::Memory: break;
@@ -167,6 +184,26 @@ const std::unordered_map<std::string, NativeOp> &native_ops() {
         family("index_select", "index_select.out", C, {});
         family("gather", "gather.out", C, {});
         family("cat", "cat.out", C, {});
+        // The _foreach_ ops optimizers (Adam, SGD, clip_grad_norm_) run on
+        // their parameter lists: one kernel per call, over the whole lists.
+        const Cost F = Cost::Foreach;
+        for (const char *op : {"add", "sub", "mul", "div", "maximum", "clamp_min", "lerp",
+                               "pow", "addcmul", "addcdiv"}) {
+            for (const char *overload : {"List", "Scalar", "ScalarList", "Tensor"}) {
+                std::string name = std::string("_foreach_") + op;
+                if (!c10::Dispatcher::singleton().findSchema({"aten::" + name, overload}))
+                    continue; // not every op has every overload
+                family(name + "." + overload, name + "." + overload + "_out", F, {});
+                if (c10::Dispatcher::singleton().findSchema({"aten::" + name + "_", overload}))
+                    m.emplace(name + "_." + overload, NativeOp{c10::nullopt, F});
+            }
+        }
+        for (const char *op : {"sqrt", "neg", "exp", "abs", "reciprocal", "sign", "zero"}) {
+            std::string name = std::string("_foreach_") + op;
+            family(name, name + ".out", F, {});
+            m.emplace(name + "_", NativeOp{c10::nullopt, F});
+        }
+        family("_foreach_norm.Scalar", "_foreach_norm.Scalar_out", F, {});
         return m;
     }();
     return ops;
@@ -281,12 +318,17 @@ c10::IValue map_tensors(const c10::IValue &v, at::Tensor (*f)(const at::Tensor &
 
 // ---- the Meta kernel's answers, remembered ----------------------------------
 
-// The layouts of a call's results, as its Meta kernel made them.
+// The layouts of a call's results, as its Meta kernel made them: a tensor,
+// or a list of them (the _foreach_ ops).
 struct Layout {
     std::vector<int64_t> sizes, strides;
     c10::ScalarType dtype;
 };
-using Layouts = std::vector<Layout>;
+struct Result {
+    bool list;
+    std::vector<Layout> tensors; // one unless a list
+};
+using Layouts = std::vector<Result>;
 
 template <typename T>
 void put(std::string &sig, const T &value) {
@@ -310,7 +352,7 @@ void put_tensor(std::string &sig, const at::Tensor &t) {
 // tensor's dtype, device type, sizes and strides; a Scalar's type (not its
 // value, which changes every step for an optimizer's factors, and leaves
 // shapes and dtypes alone; only the sign of an integer, which an integer
-// power checks); any other value whole. False for an argument of another kind.
+// power checks); a list of Scalars' length; any other value whole. False for an argument of another kind.
 bool signature(const std::string &key, const c10::FunctionSchema &schema,
                const std::vector<c10::IValue> &args, std::string &sig) {
     sig = key;
@@ -337,6 +379,8 @@ bool signature(const std::string &key, const c10::FunctionSchema &schema,
                 put(sig, x);
         } else if (v.isString()) {
             sig += v.toStringRef();
+        } else if (schema.arguments()[i].type()->str() == "Scalar[]" && v.isList()) {
+            put(sig, v.toListRef().size()); // a _foreach_ op's factors: values vary
         } else if (!v.isNone()) {
             return false;
         }
@@ -370,10 +414,19 @@ Layouts result_layouts(const c10::OperatorHandle &op, const std::string &key,
         op.callBoxed(&meta);
     }
     Layouts layouts;
+    auto layout = [](const at::Tensor &m) {
+        return Layout{m.sizes().vec(), m.strides().vec(), m.scalar_type()};
+    };
     for (const c10::IValue &r : meta) {
-        TORCH_INTERNAL_ASSERT(r.isTensor(), "openreg: ", key, " returns a non-tensor");
-        const at::Tensor &m = r.toTensor();
-        layouts.push_back({m.sizes().vec(), m.strides().vec(), m.scalar_type()});
+        TORCH_INTERNAL_ASSERT(r.isTensor() || r.isTensorList(), "openreg: ", key,
+                              " returns a non-tensor");
+        Result result{r.isTensorList(), {}};
+        if (result.list)
+            for (const at::Tensor &m : r.toTensorList().vec())
+                result.tensors.push_back(layout(m));
+        else
+            result.tensors.push_back(layout(r.toTensor()));
+        layouts.push_back(std::move(result));
     }
     if (cacheable) {
         std::lock_guard<std::mutex> lock(layout_mutex);
@@ -416,12 +469,18 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
         // the out= overload fills them.
         for (const c10::IValue &v : args)
             device_tensors(v, inputs);
-        for (const Layout &l : layouts) {
-            at::Tensor out = at::empty_strided(
-                l.sizes, l.strides, at::TensorOptions().dtype(l.dtype).device(kDeviceType, device));
-            outputs.push_back(out);
-            launch_args.push_back(out);
-            results.push_back(out);
+        for (const Result &r : layouts) {
+            c10::List<at::Tensor> list;
+            for (const Layout &l : r.tensors) {
+                at::Tensor out = at::empty_strided(
+                    l.sizes, l.strides,
+                    at::TensorOptions().dtype(l.dtype).device(kDeviceType, device));
+                outputs.push_back(out);
+                list.push_back(out);
+            }
+            c10::IValue result = r.list ? c10::IValue(list) : c10::IValue(list.get(0));
+            launch_args.push_back(result);
+            results.push_back(result);
         }
     } else {
         // In place or out=: the written arguments, resized as the Meta
@@ -432,13 +491,21 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
             bool written = a.alias_info() != nullptr && a.alias_info()->isWrite();
             if (written && args[i].isTensor()) {
                 at::Tensor t = args[i].toTensor();
-                if (k < layouts.size() && t.sizes() != c10::IntArrayRef(layouts[k].sizes))
-                    t.resize_(layouts[k].sizes);
+                if (k < layouts.size() &&
+                    t.sizes() != c10::IntArrayRef(layouts[k].tensors.at(0).sizes))
+                    t.resize_(layouts[k].tensors[0].sizes);
                 k++;
                 outputs.push_back(t);
                 results.push_back(t);
                 if (a.kwarg_only())
                     continue; // out=: only written
+            } else if (written && args[i].isTensorList()) {
+                // A _foreach_ op's list, written in place (same shapes); the
+                // op returns nothing.
+                for (const at::Tensor &t : args[i].toTensorList().vec())
+                    outputs.push_back(t);
+                if (a.kwarg_only())
+                    continue;
             }
             device_tensors(args[i], inputs);
         }

@@ -214,6 +214,76 @@ def test_adam_foreach_matches_cpu():
         torch.testing.assert_close(dp.cpu(), p, rtol=1e-5, atol=1e-6)
 
 
+CONVS = {
+    "conv1d": (lambda: torch.nn.Conv1d(4, 6, 3, stride=2, padding=1), (2, 4, 17)),
+    "conv2d": (lambda: torch.nn.Conv2d(4, 8, 3, padding=1, dilation=1), (2, 4, 9, 9)),
+    "conv2d groups, dilation": (lambda: torch.nn.Conv2d(4, 8, 3, padding=2, dilation=2,
+                                                        groups=2), (2, 4, 9, 9)),
+    "conv2d no bias": (lambda: torch.nn.Conv2d(4, 8, 1, bias=False), (2, 4, 5, 5)),
+    "conv3d": (lambda: torch.nn.Conv3d(2, 3, 3, padding=1), (1, 2, 5, 5, 5)),
+    "conv_transpose2d": (lambda: torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                          output_padding=1, groups=2),
+                         (2, 4, 6, 6)),
+}
+
+
+@pytest.mark.parametrize("name", CONVS)
+def test_convolutions_and_their_gradients_match_cpu(name):
+    make, shape = CONVS[name]
+    torch.manual_seed(0)
+    conv = make()
+    dconv = make().to(DEV)
+    dconv.load_state_dict(conv.state_dict())
+    x = torch.randn(shape, requires_grad=True)
+    dx = x.detach().to(DEV).requires_grad_()
+    y, dy = conv(x), dconv(dx)
+    same(dy, y, rtol=1e-4, atol=1e-5)
+    y.square().sum().backward()
+    dy.square().sum().backward()
+    torch.testing.assert_close(dx.grad.cpu(), x.grad, rtol=1e-4, atol=1e-4)
+    for p, dp in zip(conv.parameters(), dconv.parameters()):
+        torch.testing.assert_close(dp.grad.cpu(), p.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_convolution_errors():
+    conv = torch.nn.Conv2d(4, 8, 3).to(DEV)
+    with pytest.raises(RuntimeError, match="same device.*openreg:1"):
+        conv(torch.randn(1, 4, 5, 5, device="openreg:1"))  # input on another device
+    with pytest.raises(RuntimeError, match="channels|4"):
+        conv(torch.randn(1, 3, 5, 5, device=DEV))  # the Meta kernel's shape check
+    assert conv(torch.randn(1, 4, 5, 5, device=DEV)).shape == (1, 8, 3, 3)
+
+
+CONV_VIRTUAL = r"""
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+x = torch.randn(8, 16, 32, 32, device="openreg")
+w = torch.randn(32, 16, 3, 3, device="openreg")
+torch.openreg.synchronize()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    torch.nn.functional.conv2d(x, w, padding=1)
+rate = torch.openreg.get_device_properties(0)["compute_rate_gflops"] * 1e9
+print(repr(([(e.name, e.time_range.elapsed_us()) for e in prof.events()
+             if e.device_type == DeviceType.PrivateUse1],
+            3 + 2 * (8 * 32 * 32 * 32) * (16 * 9) / rate * 1e6)))
+"""
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_virtual_time_of_a_convolution_is_its_flops(native):
+    # Convolutions are device kernels also with TORCH_OPENREG_NATIVE_OPS=0:
+    # the fallback cannot run PyTorch's convolution_overrideable.
+    r = subprocess.run([sys.executable, "-c", CONV_VIRTUAL], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, OPENREG_TIME="virtual",
+                                             OPENREG_DEVICE_PROFILE="a100",
+                                             TORCH_OPENREG_NATIVE_OPS=native))
+    assert r.returncode == 0, r.stderr
+    kernels, want = eval(r.stdout)
+    assert [name for name, _ in kernels] == ["convolution"]
+    assert kernels[0][1] == pytest.approx(want, abs=0.002)  # 2 FLOPs per multiply-add
+
+
 def test_ordered_on_the_current_stream():
     s = torch.Stream(DEV)
     a = torch.ones(1 << 20, device=DEV)
@@ -336,3 +406,17 @@ def test_benchmark_prints_every_row():
     assert len(rows) == 13
     for row in rows:  # three times, then two ratios (printed with 2 decimals: maybe 0.00)
         assert all(float(x) > 0 for x in row[-5:-2]) and all(float(x) >= 0 for x in row[-2:])
+
+
+def test_convolution_under_autocast_matches_cpu_autocast():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    dconv = torch.nn.Conv2d(3, 4, 3, padding=1).to(DEV)
+    dconv.load_state_dict(conv.state_dict())
+    x = torch.randn(2, 3, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = conv(x)
+    with torch.autocast("openreg", dtype=torch.bfloat16):
+        dy = dconv(x.to(DEV))
+    assert dy.dtype == y.dtype == torch.bfloat16  # on autocast's lower-precision list
+    torch.testing.assert_close(dy.cpu(), y)

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -242,9 +243,12 @@ orError_t launch_charged(c10::DeviceIndex device, const char *name, const orLaun
 }
 
 struct Job {
-    c10::OperatorHandle op;
+    c10::optional<c10::OperatorHandle> op;
     torch::jit::Stack stack; // CPU tensors: aliases of device memory, CPU scalars
     std::string name;
+    // Instead of op: work on aliases of device memory (an op whose CPU
+    // kernel is another op's, e.g. the overrideable convolutions).
+    std::function<void()> body;
 };
 
 // The device's thread is the op's only thread: ATen's intra-op pool
@@ -270,7 +274,10 @@ void run_job(const orKernelContext *, void *args) {
         (void)serial;
         c10::impl::ExcludeDispatchKeyGuard below_autograd(
             c10::autograd_dispatch_keyset_with_ADInplaceOrView);
-        job->op.callBoxed(&job->stack);
+        if (job->body)
+            job->body();
+        else
+            job->op->callBoxed(&job->stack);
     } catch (const std::exception &e) {
         record_device_error(job->name, e.what());
     }
@@ -515,7 +522,7 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     for (const at::Tensor &t : outputs)
         empty &= t.numel() == 0;
     if (!empty) {
-        auto job = std::make_unique<Job>(Job{run, {}, key});
+        auto job = std::make_unique<Job>(Job{run, {}, key, {}});
         for (const c10::IValue &v : launch_args)
             job->stack.push_back(map_tensors(v, host_alias));
         Job *raw = job.get();
@@ -532,6 +539,146 @@ void device_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 }
 
 void nothing(const orKernelContext *, void *) {}
+
+// ---- convolutions -------------------------------------------------------------
+
+// PyTorch sends a convolution on a device it does not know to
+// convolution_overrideable and its backward to
+// convolution_backward_overrideable; their device kernels run the CPU's
+// convolution (which picks its own algorithm) on aliases of device memory
+// and copy the results into outputs laid out as the Meta kernel lays them.
+
+void same_device(const char *op, std::initializer_list<const at::Tensor *> tensors) {
+    Operands operands;
+    for (const at::Tensor *t : tensors)
+        if (t != nullptr)
+            visit(*t, operands);
+    TORCH_CHECK(operands.device && !operands.other,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                operands.device.value_or(at::kCPU), " and ", operands.other.value_or(at::kCPU),
+                "! (in ", op, ")");
+}
+
+// Multiply-adds of a convolution: each output element of a (non-transposed)
+// convolution sums in_channels/groups * prod(kernel) products; a transposed
+// one spreads each input element over as many.
+double conv_flops(const at::Tensor &input, const at::Tensor &weight, const at::Tensor &output,
+                  bool transposed) {
+    double per = static_cast<double>(weight.numel()) / static_cast<double>(weight.size(0));
+    if (transposed) // weight: in_channels x out_channels/groups x kernel
+        return 2.0 * static_cast<double>(input.numel()) * per;
+    return 2.0 * static_cast<double>(output.numel()) * per;
+}
+
+void launch_body(c10::DeviceIndex device, const std::string &name, const orLaunchCost &cost,
+                 std::function<void()> body) {
+    auto job = std::make_unique<Job>(Job{c10::nullopt, {}, name, std::move(body)});
+    Job *raw = job.get();
+    orError_t err = launch_charged(device, job->name.c_str(), cost, run_job, &raw, sizeof raw);
+    if (err == orSuccess)
+        job.release();
+    OR_TORCH_CHECK(err);
+}
+
+at::Tensor empty_like_layout(const at::Tensor &meta, const at::Tensor &like) {
+    return at::empty_strided(meta.sizes(), meta.strides(), like.options().dtype(meta.dtype()));
+}
+
+at::Tensor convolution_overrideable(const at::Tensor &input, const at::Tensor &weight,
+                                    const c10::optional<at::Tensor> &bias_opt,
+                                    c10::SymIntArrayRef stride_, c10::SymIntArrayRef padding_,
+                                    c10::SymIntArrayRef dilation_, bool transposed,
+                                    c10::SymIntArrayRef output_padding_, c10::SymInt groups_) {
+    const at::Tensor bias = bias_opt.value_or(at::Tensor());
+    same_device("convolution", {&input, &weight, &bias});
+    std::vector<int64_t> stride = C10_AS_INTARRAYREF_SLOW(stride_).vec(),
+                         padding = C10_AS_INTARRAYREF_SLOW(padding_).vec(),
+                         dilation = C10_AS_INTARRAYREF_SLOW(dilation_).vec(),
+                         output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_).vec();
+    int64_t groups = groups_.expect_int();
+    at::Tensor meta;
+    {
+        at::RecordFunctionGuard not_recorded(false);
+        c10::impl::ExcludeDispatchKeyGuard below_autograd(
+            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        meta = at::convolution(meta_like(input), meta_like(weight),
+                               bias.defined() ? c10::optional<at::Tensor>(meta_like(bias))
+                                              : c10::nullopt,
+                               stride, padding, dilation, transposed, output_padding, groups);
+    }
+    c10::DeviceGuard guard(input.device());
+    at::Tensor out = empty_like_layout(meta, input);
+    if (out.numel() == 0)
+        return out;
+    double bytes = tensor_bytes(input) + tensor_bytes(weight) + tensor_bytes(out) +
+                   (bias.defined() ? tensor_bytes(bias) : 0.0);
+    orLaunchCost cost{conv_flops(input, weight, out, transposed), bytes};
+    at::Tensor in_h = host_alias(input), w_h = host_alias(weight), out_h = host_alias(out);
+    at::Tensor b_h = bias.defined() ? host_alias(bias) : at::Tensor();
+    launch_body(input.device().index(), "convolution", cost, [=]() mutable {
+        out_h.copy_(at::convolution(in_h, w_h,
+                                    b_h.defined() ? c10::optional<at::Tensor>(b_h) : c10::nullopt,
+                                    stride, padding, dilation, transposed, output_padding,
+                                    groups));
+    });
+    return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor &grad_output, const at::Tensor &input, const at::Tensor &weight,
+    c10::SymIntArrayRef stride_, c10::SymIntArrayRef padding_, c10::SymIntArrayRef dilation_,
+    bool transposed, c10::SymIntArrayRef output_padding_, c10::SymInt groups_,
+    std::array<bool, 3> mask) {
+    same_device("convolution_backward", {&grad_output, &input, &weight});
+    std::vector<int64_t> stride = C10_AS_INTARRAYREF_SLOW(stride_).vec(),
+                         padding = C10_AS_INTARRAYREF_SLOW(padding_).vec(),
+                         dilation = C10_AS_INTARRAYREF_SLOW(dilation_).vec(),
+                         output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_).vec();
+    int64_t groups = groups_.expect_int();
+    int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+    std::vector<int64_t> bias_sizes{out_channels};
+    at::Tensor meta_gi, meta_gw, meta_gb;
+    {
+        at::RecordFunctionGuard not_recorded(false);
+        c10::impl::ExcludeDispatchKeyGuard below_autograd(
+            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        std::tie(meta_gi, meta_gw, meta_gb) = at::convolution_backward(
+            meta_like(grad_output), meta_like(input), meta_like(weight), bias_sizes, stride,
+            padding, dilation, transposed, output_padding, groups, mask);
+    }
+    c10::DeviceGuard guard(input.device());
+    at::Tensor gi = mask[0] ? empty_like_layout(meta_gi, input) : at::Tensor();
+    at::Tensor gw = mask[1] ? empty_like_layout(meta_gw, weight) : at::Tensor();
+    at::Tensor gb = mask[2] ? empty_like_layout(meta_gb, weight) : at::Tensor();
+    // Each of the input's and the weight's gradients is a convolution of the
+    // forward's size; the bias's a sum over grad_output.
+    double forward = conv_flops(transposed ? grad_output : input, weight,
+                                transposed ? input : grad_output, false);
+    double flops = (mask[0] ? forward : 0.0) + (mask[1] ? forward : 0.0) +
+                   (mask[2] ? static_cast<double>(grad_output.numel()) : 0.0);
+    double bytes = tensor_bytes(grad_output) + tensor_bytes(input) + tensor_bytes(weight);
+    for (const at::Tensor *t : {&gi, &gw, &gb})
+        if (t->defined())
+            bytes += tensor_bytes(*t);
+    at::Tensor go_h = host_alias(grad_output), in_h = host_alias(input),
+               w_h = host_alias(weight);
+    at::Tensor gi_h = gi.defined() ? host_alias(gi) : at::Tensor();
+    at::Tensor gw_h = gw.defined() ? host_alias(gw) : at::Tensor();
+    at::Tensor gb_h = gb.defined() ? host_alias(gb) : at::Tensor();
+    launch_body(input.device().index(), "convolution_backward", orLaunchCost{flops, bytes},
+                [=]() mutable {
+                    auto [r_gi, r_gw, r_gb] = at::convolution_backward(
+                        go_h, in_h, w_h, bias_sizes, stride, padding, dilation, transposed,
+                        output_padding, groups, mask);
+                    if (gi_h.defined())
+                        gi_h.copy_(r_gi);
+                    if (gw_h.defined())
+                        gw_h.copy_(r_gw);
+                    if (gb_h.defined())
+                        gb_h.copy_(r_gb);
+                });
+    return {gi, gw, gb};
+}
 
 } // namespace
 
@@ -561,8 +708,13 @@ void device_tensors(const c10::IValue &v, std::vector<at::Tensor> &into) {
 } // namespace torch_openreg
 
 // TORCH_OPENREG_NATIVE_OPS=0 leaves every op to the CPU fallback (to
-// compare the two, or to rule these kernels out when debugging).
+// compare the two, or to rule these kernels out when debugging), except the
+// convolutions: the fallback cannot run PyTorch's *_overrideable ops, which
+// have no CPU kernel.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("convolution_overrideable", TORCH_FN(torch_openreg::convolution_overrideable));
+    m.impl("convolution_backward_overrideable",
+           TORCH_FN(torch_openreg::convolution_backward_overrideable));
     const char *native = std::getenv("TORCH_OPENREG_NATIVE_OPS");
     if (native != nullptr && std::string(native) == "0")
         return;

@@ -146,6 +146,35 @@ def test_non_blocking_copies_through_pinned_memory(dev):
     assert torch.equal(back, src)
 
 
+def _busy_stream(dev):
+    """Queues enough work on the current stream that copies issued next wait."""
+    a = torch.randn(512, 512, device=dev)
+    for _ in range(20):
+        a = a @ a / 512
+    return a
+
+
+def test_pinned_memory_outlives_the_async_copies_that_use_it(dev):
+    # As DDP does: a pinned temporary is the source of a non-blocking copy
+    # and dies at once; so does the pinned destination of another. The
+    # memory must stay until the copies have run (CUDA's host allocator
+    # records an event for it; so does ours).
+    want = torch.arange(1 << 16, dtype=torch.float32)
+    d = torch.empty(1 << 16, device=dev)
+    busy = _busy_stream(dev)
+    tmp = want.pin_memory()
+    d.copy_(tmp, non_blocking=True)
+    del tmp
+    out = torch.empty(1 << 16, pin_memory=True)
+    out.copy_(torch.full((1 << 16,), 7.0, device=dev), non_blocking=True)
+    del out
+    churn = [torch.empty(1 << 16, pin_memory=True) for _ in range(8)]  # reuse pressure
+    del churn
+    torch_openreg.synchronize(dev)
+    assert torch.equal(d.cpu(), want)
+    del busy
+
+
 def test_pin_memory_of_device_tensor_fails(dev):
     with pytest.raises(RuntimeError, match="(?i)pin"):
         torch.ones(3, device=dev).pin_memory()

@@ -194,9 +194,12 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
         at::Tensor h = direct ? dst : host_buffer(s);
         // Asynchronous only into pinned memory, as CUDA: the caller then
         // synchronizes before reading.
+        bool async = non_blocking && direct && dst.is_pinned() && !in_fallback;
         host_device_copy(h.data_ptr(), s.data_ptr(),
                          static_cast<size_t>(s.numel()) * s.element_size(), orMemcpyDeviceToHost,
-                         self.device().index(), !(non_blocking && direct && dst.is_pinned()));
+                         self.device().index(), !async);
+        if (async)
+            record_host_use(dst, self.device().index());
         if (!direct)
             dst.copy_(h);
         return dst;
@@ -207,9 +210,11 @@ at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_bloc
     at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
     // The host buffer must outlive the copy: wait unless it is the caller's
     // pinned tensor itself.
+    bool async = non_blocking && h.is_same(self) && self.is_pinned() && !in_fallback;
     host_device_copy(d.data_ptr(), h.data_ptr(), static_cast<size_t>(h.numel()) * h.element_size(),
-                     orMemcpyHostToDevice, dst.device().index(),
-                     !(non_blocking && h.is_same(self) && self.is_pinned()));
+                     orMemcpyHostToDevice, dst.device().index(), !async);
+    if (async)
+        record_host_use(self, dst.device().index());
     if (!d.is_same(dst))
         copy_device_to_device(d, dst);
     return dst;

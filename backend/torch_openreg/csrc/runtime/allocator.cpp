@@ -15,6 +15,7 @@
 // made) is never cached: when its tensor dies it goes back to the arena once
 // its streams' work has run, so that the handle becomes stale (opening it is
 // refused) instead of naming memory that another tensor reuses.
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -359,17 +360,69 @@ class CachingAllocator final : public c10::DeviceAllocator {
     }
 };
 
-void free_host_memory(void *ptr) { OR_TORCH_WARN(orFreeHost(ptr)); }
+// Pinned host memory. An asynchronous copy may still read or write a block
+// when its tensor dies (PyTorch's DDP frees the pinned source of a
+// non-blocking copy right after issuing it): as CUDA's host allocator does,
+// the copy records an event on its stream (record_host_use), and a freed
+// block whose events have not all completed is released only once they have
+// (checked at each allocation and free).
+struct HostBlock {
+    void *ptr;
+    std::vector<orEvent_t> uses; // recorded after copies that use the block
+};
+
+std::mutex host_mutex;
+std::vector<HostBlock *> host_deferred; // freed, uses pending
+
+bool uses_done(HostBlock *block) {
+    while (!block->uses.empty()) {
+        orError_t state = orEventQuery(block->uses.back());
+        if (state == orErrorNotReady)
+            return false; // still running (not recorded as an error)
+        orEventDestroy(block->uses.back());
+        block->uses.pop_back();
+    }
+    return true;
+}
+
+void release_host_block(HostBlock *block) {
+    OR_TORCH_WARN(orFreeHost(block->ptr));
+    delete block;
+}
+
+// Host blocks whose pending uses have completed since: released (host_mutex held).
+void release_deferred_locked() {
+    auto done = std::partition(host_deferred.begin(), host_deferred.end(),
+                               [](HostBlock *b) { return !uses_done(b); });
+    for (auto it = done; it != host_deferred.end(); ++it)
+        release_host_block(*it);
+    host_deferred.erase(done, host_deferred.end());
+}
+
+void free_host_memory(void *ctx) {
+    auto *block = static_cast<HostBlock *>(ctx);
+    std::lock_guard<std::mutex> lock(host_mutex);
+    if (uses_done(block))
+        release_host_block(block);
+    else
+        host_deferred.push_back(block);
+    release_deferred_locked();
+}
 
 class HostAllocator final : public c10::Allocator {
   public:
     c10::DataPtr allocate(size_t nbytes) override {
+        {
+            std::lock_guard<std::mutex> lock(host_mutex);
+            release_deferred_locked();
+        }
         void *ptr = nullptr;
         if (nbytes > 0)
             OR_TORCH_CHECK(orMallocHost(&ptr, nbytes));
-        return c10::DataPtr(ptr, ptr, &free_host_memory, c10::Device(c10::DeviceType::CPU));
+        return c10::DataPtr(ptr, new HostBlock{ptr, {}}, &free_host_memory,
+                            c10::Device(c10::DeviceType::CPU));
     }
-    c10::DeleterFnPtr raw_deleter() const override { return &free_host_memory; }
+    c10::DeleterFnPtr raw_deleter() const override { return nullptr; } // ctx != data
     void copy_data(void *dest, const void *src, size_t count) const override {
         default_copy_data(dest, src, count);
     }
@@ -386,6 +439,23 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
 
 c10::Allocator *device_allocator() { return &g_device_allocator; }
 c10::Allocator *host_allocator() { return &g_host_allocator; }
+
+void record_host_use(const at::Tensor &pinned, c10::DeviceIndex device) {
+    const c10::DataPtr &data = pinned.storage().data_ptr();
+    if (data.get_deleter() != &free_host_memory)
+        return; // not this allocator's block (pinned by other means)
+    auto *block = static_cast<HostBlock *>(data.get_context());
+    DeviceScope scope(device);
+    orEvent_t used = nullptr;
+    OR_TORCH_CHECK(orEventCreateWithFlags(&used, orEventDisableTiming));
+    orError_t err = orEventRecord(used, current_stream_handle(device));
+    if (err != orSuccess) {
+        orEventDestroy(used);
+        OR_TORCH_CHECK(err);
+    }
+    std::lock_guard<std::mutex> lock(host_mutex);
+    block->uses.push_back(used);
+}
 
 void *ipc_export(const c10::DataPtr &data_ptr) {
     if (data_ptr.get_deleter() != &free_block)

@@ -70,6 +70,9 @@ c10::Allocator *device_allocator();
 // memory at all for 0 (UntypedStorage.resize_, Tensor.resize_).
 void resize_storage_bytes(const c10::Storage &storage, size_t newsize);
 c10::Allocator *host_allocator();
+// An asynchronous copy on device's current stream uses the pinned tensor's
+// memory: the memory outlives the copy even if the tensor dies first.
+void record_host_use(const at::Tensor &pinned, c10::DeviceIndex device);
 // Tensor.record_stream: the memory is freed only after `stream`'s work queued
 // so far, as well as its allocation stream's.
 void record_data_ptr_on_stream(const c10::DataPtr &data_ptr, const c10::Stream &stream);

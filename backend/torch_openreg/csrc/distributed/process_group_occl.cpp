@@ -1003,6 +1003,61 @@ ProcessGroupOCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outpu
 }
 
 c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                                      std::vector<at::Tensor> &inputs,
+                                      const c10d::AllgatherOptions &) {
+    const char *name = "allgather_coalesced";
+    TORCH_CHECK(!inputs.empty(), "occl ", name, ": no tensors");
+    TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(), "occl ", name, ": ",
+                outputs.size(), " output lists, the group has ", getSize(),
+                " ranks (one list per rank)");
+    std::vector<occlDataType_t> types;
+    std::vector<at::Tensor> flats, outs;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        std::string in = "input " + std::to_string(i);
+        check_tensor(inputs[i], name, in.c_str());
+        TORCH_CHECK(inputs[i].device() == inputs[0].device(), "occl ", name, ": ", in, " is on ",
+                    inputs[i].device(), ", input 0 on ", inputs[0].device(),
+                    ": all tensors of a call share one device");
+        types.push_back(occl_type(inputs[i].scalar_type(), name));
+        flats.push_back(at::empty({getSize() * inputs[i].numel()}, inputs[i].options()));
+    }
+    for (int r = 0; r < getSize(); r++) {
+        TORCH_CHECK(outputs[r].size() == inputs.size(), "occl ", name, ": output list ", r,
+                    " has ", outputs[r].size(), " tensors, there are ", inputs.size(),
+                    " inputs");
+        for (size_t i = 0; i < inputs.size(); i++) {
+            std::string out = "output " + std::to_string(r) + "," + std::to_string(i);
+            check_like(outputs[r][i], inputs[i], name, out.c_str());
+            TORCH_CHECK(outputs[r][i].numel() == inputs[i].numel(), "occl ", name, ": ", out,
+                        " has ", outputs[r][i].numel(), " elements, input ", i, " ",
+                        inputs[i].numel());
+            outs.push_back(outputs[r][i]);
+        }
+    }
+    std::vector<at::Tensor> keep = inputs;
+    keep.insert(keep.end(), flats.begin(), flats.end());
+    return run(
+        name, c10d::OpType::ALLGATHER_COALESCED, inputs[0].device(), outs, keep,
+        [&](occlComm_t c, orStream_t s) {
+            occlResult_t res = occlGroupStart();
+            for (size_t i = 0; i < inputs.size() && res == occlSuccess; i++)
+                res = occlAllGather(inputs[i].data_ptr(), flats[i].data_ptr(), inputs[i].numel(),
+                                    types[i], c, s);
+            occlResult_t end = occlGroupEnd();
+            return res != occlSuccess ? res : end;
+        },
+        [outputs, flats, n = getSize()] {
+            for (int r = 0; r < n; r++)
+                for (size_t i = 0; i < flats.size(); i++) {
+                    int64_t count = flats[i].numel() / n;
+                    outputs[r][i].copy_(
+                        flats[i].narrow(0, r * count, count).view(outputs[r][i].sizes()));
+                }
+        });
+}
+
+c10::intrusive_ptr<c10d::Work>
 ProcessGroupOCCL::gather(std::vector<std::vector<at::Tensor>> &outputs,
                          std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) {
     const at::Tensor &in = single(inputs, "gather");

@@ -115,6 +115,12 @@ class ProcessGroupOCCL : public c10d::Backend {
     allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                     std::vector<at::Tensor> &inputs,
                                     const c10d::AllgatherOptions &opts) override;
+    // dist.all_gather_coalesced: outputs[r][i] gets rank r's input i (of
+    // any sizes and dtypes); one occlAllGather per input, launched together.
+    c10::intrusive_ptr<c10d::Work>
+    allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                        std::vector<at::Tensor> &inputs,
+                        const c10d::AllgatherOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::GatherOptions &opts) override;

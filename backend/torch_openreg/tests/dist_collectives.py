@@ -156,6 +156,16 @@ def check_reductions(gloo):
             dist.all_reduce_coalesced(ds, op=dist.ReduceOp.SUM)
             for x, d in zip(xs, ds):
                 same(d, reduce_local(everyone(x, gloo), "SUM"), f"all_reduce_coalesced {dtype}")
+    # The bitwise ops (all_reduce only; OCCL gathers, the device reduces),
+    # against gloo's, which has them.
+    for dtype in (torch.uint8, torch.int32, torch.int64, torch.bool):
+        for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
+            x = data(dtype, 13, salt=7)
+            d = x.to(DEV)
+            dist.all_reduce(d, op=op)
+            ref = x.clone()
+            dist.all_reduce(ref, op=op, group=gloo)
+            same(d, ref, f"all_reduce {op} {dtype}")
     print(f"rank {RANK}: reductions ok", flush=True)
 
 
@@ -407,7 +417,9 @@ def check_errors(gloo):
     expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16, device=DEV)),
                  "torch.int16 is not supported")
     expect_error(lambda: dist.all_reduce(torch.zeros(3, device=DEV), op=dist.ReduceOp.BAND),
-                 "ReduceOp.BAND is not supported")
+                 "ReduceOp.BAND takes integer or bool tensors, not torch.float32")
+    expect_error(lambda: dist.reduce(torch.zeros(3, dtype=torch.int32, device=DEV), dst=0,
+                                     op=dist.ReduceOp.BOR), "ReduceOp.BOR is not supported")
     expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.bool, device=DEV),
                                          op=dist.ReduceOp.AVG), "AVG of torch.bool")
     expect_error(lambda: dist.recv(torch.zeros(3, device=DEV)),

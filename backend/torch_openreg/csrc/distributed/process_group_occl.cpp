@@ -96,7 +96,9 @@ struct Reduction {
     at::Tensor device_factor; // one element of the data's dtype on its device
 };
 
-constexpr const char *kReductions = "occl reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM";
+constexpr const char *kReductions =
+    "occl reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM; all_reduce also with BAND, "
+    "BOR and BXOR";
 
 // t is the call's (checked) tensor: its dtype decides the op.
 Reduction occl_reduction(const c10d::ReduceOp &op, const at::Tensor &t, const char *name) {
@@ -876,6 +878,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
                                                            const c10d::AllreduceOptions &opts) {
     const at::Tensor &t = single(tensors, "allreduce");
     c10::DeviceGuard guard(t.device());
+    c10d::ReduceOp::RedOpType kind = opts.reduceOp.op_;
+    if (kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR ||
+        kind == c10d::ReduceOp::BXOR)
+        return bitwise_allreduce(t, kind);
     Reduction red = occl_reduction(opts.reduceOp, t, "allreduce");
     std::vector<at::Tensor> keep;
     keep_factor(red, keep);
@@ -887,6 +893,39 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
                    return occlAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), red.type, op.op(),
                                         c, s);
                });
+}
+
+// OCCL, like NCCL, has no bitwise reductions: every rank's tensor is
+// gathered (occlAllGather), then reduced on the device, in stream order.
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::bitwise_allreduce(const at::Tensor &t, c10d::ReduceOp::RedOpType kind) {
+    const char *op_name = kind == c10d::ReduceOp::BAND  ? "BAND"
+                          : kind == c10d::ReduceOp::BOR ? "BOR"
+                                                        : "BXOR";
+    TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/true), "occl allreduce: ",
+                "ReduceOp.", op_name, " takes integer or bool tensors, not ",
+                dtype_name(t.scalar_type()));
+    occlDataType_t type = occl_type(t.scalar_type(), "allreduce");
+    at::Tensor flat = at::empty({getSize() * t.numel()}, t.options());
+    std::vector<at::Tensor> outs{t};
+    return run(
+        "allreduce", c10d::OpType::ALLREDUCE, t.device(), outs, {t, flat},
+        [&](occlComm_t c, orStream_t s) {
+            return occlAllGather(t.data_ptr(), flat.data_ptr(), t.numel(), type, c, s);
+        },
+        [t, flat, kind, n = getSize()] {
+            at::Tensor parts = flat.view({n, t.numel()});
+            at::Tensor acc = parts[0].clone();
+            for (int r = 1; r < n; r++) {
+                if (kind == c10d::ReduceOp::BAND)
+                    acc.bitwise_and_(parts[r]);
+                else if (kind == c10d::ReduceOp::BOR)
+                    acc.bitwise_or_(parts[r]);
+                else
+                    acc.bitwise_xor_(parts[r]);
+            }
+            t.view({-1}).copy_(acc);
+        });
 }
 
 c10::intrusive_ptr<c10d::Work>

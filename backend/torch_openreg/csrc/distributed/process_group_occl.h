@@ -208,6 +208,8 @@ class ProcessGroupOCCL : public c10d::Backend {
     std::shared_ptr<OcclComm> comm_for(int device);
     // The device split, eager connect and barrier default to.
     int default_device();
+    c10::intrusive_ptr<c10d::Work> bitwise_allreduce(const at::Tensor &t,
+                                                     c10d::ReduceOp::RedOpType kind);
     c10::intrusive_ptr<c10d::Work> run(const char *name, c10d::OpType type,
                                        const at::Device &device, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep_alive, const Launch &launch,

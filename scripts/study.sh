@@ -79,6 +79,8 @@ mkdir -p "$out/raw" || exit 1
 # rank instead of two halves the buffers (8 GiB instead of 16 at 1 GiB).
 for p in $placements; do
     for a in $algos; do
+        # The table (rank 0's stdout) and OCCL's INFO lines (every rank's
+        # stderr) in two files: one stream cannot break the other's lines.
         log=$out/raw/$p-$a.txt
         echo "study.sh: $p $a -> $log" >&2
         if [ "$a" = auto ]; then algo_env="-u OCCL_ALGO"; else algo_env="OCCL_ALGO=$a"; fi
@@ -86,9 +88,9 @@ for p in $placements; do
                 --profile "$profile" -- env $algo_env OCCL_DEBUG=INFO \
                 "$perf" --coll allreduce -b "$min" -e "$max" -f "$factor" -n 1 -w 0 -c 0 \
                 --place in \
-                >"$log" 2>&1; then
+                >"$log" 2>"$log.err"; then
             echo "study.sh: the $p $a run failed; its output:" >&2
-            sed 's/^/  | /' "$log" | grep -v 'occl INFO' >&2
+            cat "$log" "$log.err" | sed 's/^/  | /' | grep -v 'occl INFO' >&2
             exit 1
         fi
     done

@@ -35,31 +35,36 @@ def parse_log(path):
     columns the figures come from ("in-place", "out-of-place" or "")."""
     rows, used, virtual = [], {}, False
     ring, group = "", ""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = RING.search(line)
-            if m:
-                ring = m.group(1).strip()
-                continue
-            m = INFO.search(line)
-            if m:
-                used[int(m.group(1))] = m.group(2)
-                continue
-            if line.startswith("# virtual time"):
-                virtual = True
-            m = GROUPS.match(line)
-            if m and not group:
-                group = m.group(1)
-            if line.startswith("#") or not line.strip() or "occl" in line:
-                continue
-            fields = line.split()
-            if len(fields) < 9 or not fields[0].isdigit():
-                continue
-            try:
-                rows.append((int(fields[0]), int(fields[1]), float(fields[5]),
-                             float(fields[6]), float(fields[7])))
-            except ValueError:
-                raise StudyError("%s: unreadable row: %s" % (path, line.strip()))
+    lines = []
+    # OCCL's INFO lines are in PATH.err when study.sh kept the streams apart.
+    for name in (path, path + ".err"):
+        if os.path.exists(name):
+            with open(name, encoding="utf-8", errors="replace") as f:
+                lines.extend(f)
+    for line in lines:
+        m = RING.search(line)
+        if m:
+            ring = m.group(1).strip()
+            continue
+        m = INFO.search(line)
+        if m:
+            used[int(m.group(1))] = m.group(2)
+            continue
+        if line.startswith("# virtual time"):
+            virtual = True
+        m = GROUPS.match(line)
+        if m and not group:
+            group = m.group(1)
+        if line.startswith("#") or not line.strip() or "occl" in line:
+            continue
+        fields = line.split()
+        if len(fields) < 9 or not fields[0].isdigit():
+            continue
+        try:
+            rows.append((int(fields[0]), int(fields[1]), float(fields[5]),
+                         float(fields[6]), float(fields[7])))
+        except ValueError:
+            raise StudyError("%s: unreadable row: %s" % (path, line.strip()))
     if not virtual:
         raise StudyError("%s: not a virtual-time occl_perf log" % path)
     if not rows:

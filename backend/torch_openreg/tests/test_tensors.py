@@ -242,3 +242,20 @@ def test_backend_views_share_memory(dev):
     assert u.data_ptr() == x.data_ptr() and u.shape == (4, 4)
     u[1, 0] = -1.0
     assert x[2].item() == -1.0
+
+
+def test_conjugate_and_negative_views_copy_both_ways():
+    # PyTorch resolves such views with a copy, which for a device is its
+    # _copy_from: handled there (it used to recurse without end).
+    a = torch.randn(3, 4, dtype=torch.complex64)
+    d = a.to("openreg")
+    assert torch.equal(d.t().conj().cpu().resolve_conj(), a.t().conj().resolve_conj())
+    assert torch.equal(d.conj().imag.cpu().resolve_neg(), a.conj().imag.resolve_neg())
+    x = torch.empty(3, 4, dtype=torch.complex64, device="openreg")
+    x.copy_(a.conj())  # host to device
+    assert torch.equal(x.cpu(), a.conj().resolve_conj())
+    x.copy_(d.conj())  # device to device
+    assert torch.equal(x.cpu(), a.conj().resolve_conj())
+    v = torch.empty(3, 4, dtype=torch.complex64, device="openreg").conj()
+    v.copy_(a)  # into a conjugate view
+    assert torch.equal(v.cpu().resolve_conj(), a)

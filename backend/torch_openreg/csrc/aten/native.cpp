@@ -219,10 +219,17 @@ std::string op_key(const c10::OperatorHandle &op) {
 
 // ---- the launch --------------------------------------------------------------
 
-// A CPU tensor over t's device memory: the same bytes, sizes and strides.
+// A CPU tensor over t's device memory: the same bytes, sizes and strides,
+// and the same math bits (a conjugate or negative view stays one: the ops
+// that take such views, matmul among them, read them as views).
 at::Tensor host_alias(const at::Tensor &t) {
-    return at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
-                         at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
+    at::Tensor alias = at::from_blob(t.data_ptr(), t.sizes(), t.strides(),
+                                     at::TensorOptions().dtype(t.dtype()).device(at::kCPU));
+    if (t.is_conj())
+        alias = alias.conj();
+    if (t.is_neg())
+        alias = alias._neg_view();
+    return alias;
 }
 
 at::Tensor meta_like(const at::Tensor &t) {

@@ -168,9 +168,44 @@ at::Tensor host_buffer(const at::Tensor &like) {
                                         at::MemoryFormat::Contiguous));
 }
 
+at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_blocking);
+
+// A copy where a tensor is a conjugate or negative view (its data stored
+// unconjugated, unnegated): the stored data is copied, then the math bits
+// that differ are applied to the destination's data. PyTorch's conjugate and
+// negative fallbacks would otherwise resolve the view with a clone, which is
+// itself a copy through here: endless recursion (_copy_from falls through
+// those keys, below).
+at::Tensor copy_with_math_bits(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
+    at::Tensor s = src, d = dst;
+    if (s.is_conj())
+        s = s.conj(); // the same data, the bit cleared
+    if (d.is_conj())
+        d = d.conj();
+    if (s.is_neg())
+        s = s._neg_view();
+    if (d.is_neg())
+        d = d._neg_view();
+    copy_from(s, d, non_blocking);
+    if (src.is_conj() != dst.is_conj()) {
+        if (d.is_cpu()) {
+            d.conj_physical_();
+        } else { // conj_physical_ has no kernel for the device: on the host
+            at::Tensor h = d.cpu();
+            h.conj_physical_();
+            copy_from(h, d, false);
+        }
+    }
+    if (src.is_neg() != dst.is_neg())
+        d.neg_();
+    return dst;
+}
+
 at::Tensor copy_from(const at::Tensor &src, const at::Tensor &dst, bool non_blocking) {
     if (dst.numel() == 0)
         return dst;
+    if (src.is_conj() || dst.is_conj() || src.is_neg() || dst.is_neg())
+        return copy_with_math_bits(src, dst, non_blocking);
     // copy_ hands external backends its source unbroadcast.
     const at::Tensor self = src.sizes() == dst.sizes() ? src : src.expand(dst.sizes());
     bool src_dev = self.device().type() == kDeviceType;
@@ -324,6 +359,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_local_scalar_dense", &local_scalar_dense);
     m.impl("fill_.Scalar", &fill_scalar);
     m.impl("zero_", &zero_);
+}
+
+// Copies of conjugate and negative views are copy_from's (copy_with_math_bits).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 // Functional ops whose generic (CompositeExplicitAutogradNonFunctional)

@@ -9,9 +9,6 @@
  */
 #include "internal.h"
 
-#include <dlfcn.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -71,10 +68,7 @@ void or_activity_issue(or_op *op)
     }
 }
 
-uint64_t or_activity_slice_correlation(void)
-{
-    return corr.depth == 0 ? corr.running : correlation();
-}
+uint64_t or_activity_slice_correlation(void) { return correlation(); }
 
 void or_activity_set_running(const or_op *op)
 {
@@ -102,18 +96,6 @@ static void keep(const act_rec *r)
     }
     act.recs[act.n++] = *r;
     pthread_mutex_unlock(&act.lock);
-}
-
-static const char *copy_name(int32_t src, int32_t dst, bool remote)
-{
-    if (src == OR_VT_HOST)
-        return dst == OR_VT_HOST ? (remote ? "remote memcpy HtoH" : "memcpy HtoH")
-                                 : (remote ? "remote memcpy HtoD" : "memcpy HtoD");
-    if (dst == OR_VT_HOST)
-        return remote ? "remote memcpy DtoH" : "memcpy DtoH";
-    if (src == dst)
-        return remote ? "remote memcpy DtoD" : "memcpy DtoD";
-    return remote ? "remote memcpy PtoP" : "memcpy PtoP";
 }
 
 void or_activity_op(const or_op *op, uint64_t wall_end)
@@ -156,7 +138,7 @@ void or_activity_op(const or_op *op, uint64_t wall_end)
     case OR_OP_REMOTE_COPY:
         r.a.kind = orActivityKindMemcpy;
         r.a.category = "copy";
-        r.a.name = copy_name(op->cost.src, op->cost.dst, op->kind == OR_OP_REMOTE_COPY);
+        r.a.name = or_copy_name(op->cost.src, op->cost.dst, op->kind == OR_OP_REMOTE_COPY);
         r.a.bytes = op->cost.bytes;
         r.a.srcDevice = op->cost.src == OR_VT_HOST ? -1 : op->cost.src;
         r.a.dstDevice = op->cost.dst == OR_VT_HOST ? -1 : op->cost.dst;
@@ -197,12 +179,11 @@ void or_activity_slice(int device, int tid, const char *name, const char *cat, u
     r.a.virtualTime = or_vt_on;
     r.a.start = start;
     r.a.end = end > start ? end : start;
+    r.a.correlationId = correlation();
     if (corr.depth == 0 && corr.running) { /* inside the op that issued it */
-        r.a.correlationId = corr.running;
         r.a.issueTime = corr.running_issue_ns;
         r.a.issueThread = corr.running_tid;
     } else {
-        r.a.correlationId = correlation();
         r.a.issueTime = or_now_ns();
         r.a.issueThread = thread_id();
     }
@@ -229,19 +210,6 @@ orError_t orActivityDisable(void)
     return orSuccess;
 }
 
-/* A kernel launched without a name: its symbol, else its offset in its
- * object (the same from run to run), as traces name it. */
-static const char *kernel_name(const void *fn)
-{
-    Dl_info info;
-    if (dladdr(fn, &info) && info.dli_sname)
-        return or_trace_intern(info.dli_sname);
-    char buf[48];
-    uintptr_t off = (uintptr_t)fn - (info.dli_fbase ? (uintptr_t)info.dli_fbase : 0);
-    snprintf(buf, sizeof buf, "kernel@0x%" PRIxPTR, off);
-    return or_trace_intern(buf);
-}
-
 orError_t orActivityFlush(orActivityCallback callback, void *userData, unsigned long long *dropped)
 {
     OR_API_BEGIN();
@@ -258,8 +226,9 @@ orError_t orActivityFlush(orActivityCallback callback, void *userData, unsigned 
     act.dropped = 0;
     pthread_mutex_unlock(&act.lock);
     for (size_t i = 0; i < n; i++) {
-        if (!recs[i].a.name)
-            recs[i].a.name = recs[i].fn ? kernel_name(recs[i].fn) : "kernel";
+        char buf[48];
+        if (!recs[i].a.name && recs[i].fn)
+            recs[i].a.name = or_trace_intern(or_kernel_symbol(recs[i].fn, buf, sizeof buf));
         if (!recs[i].a.name)
             recs[i].a.name = "kernel"; /* out of memory interning */
         callback(&recs[i].a, userData);

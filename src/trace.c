@@ -84,8 +84,6 @@ static struct {
 
 static _Thread_local tr_buf *my_buf;
 
-uint64_t or_trace_wall_ns(void) { return or_now_ns() - tr.origin; }
-
 static tr_buf *thread_buf(void)
 {
     if (my_buf)
@@ -294,21 +292,21 @@ static void json_time(FILE *f, uint64_t ns)
     fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
 }
 
-/* A kernel's name: given at launch, else its symbol, else its offset in its
- * object (stable from run to run, unlike its address). */
+const char *or_kernel_symbol(const void *fn, char *buf, size_t len)
+{
+    Dl_info info;
+    if (dladdr(fn, &info) && info.dli_sname)
+        return info.dli_sname;
+    uintptr_t off = (uintptr_t)fn - (info.dli_fbase ? (uintptr_t)info.dli_fbase : 0);
+    snprintf(buf, len, "kernel@0x%" PRIxPTR, off);
+    return buf;
+}
+
+/* A kernel's name: given at launch, else or_kernel_symbol's. */
 static void kernel_name(FILE *f, const tr_rec *r)
 {
-    if (r->named) {
-        json_str(f, r->name);
-        return;
-    }
-    Dl_info info;
-    if (dladdr(r->name, &info) && info.dli_sname) {
-        json_str(f, info.dli_sname);
-        return;
-    }
-    uintptr_t off = (uintptr_t)r->name - (info.dli_fbase ? (uintptr_t)info.dli_fbase : 0);
-    fprintf(f, "\"kernel@0x%" PRIxPTR "\"", off);
+    char buf[48];
+    json_str(f, r->named ? (const char *)r->name : or_kernel_symbol(r->name, buf, sizeof buf));
 }
 
 static void json_end(FILE *f, int32_t g)
@@ -319,13 +317,23 @@ static void json_end(FILE *f, int32_t g)
         fprintf(f, "%d", g);
 }
 
+const char *or_copy_name(int32_t src, int32_t dst, bool remote)
+{
+    static const char *const names[2][5] = {
+        {"memcpy HtoH", "memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy PtoP"},
+        {"remote memcpy HtoH", "remote memcpy HtoD", "remote memcpy DtoH", "remote memcpy DtoD",
+         "remote memcpy PtoP"}};
+    int kind = src == OR_VT_HOST   ? (dst == OR_VT_HOST ? 0 : 1)
+               : dst == OR_VT_HOST ? 2
+               : src == dst        ? 3
+                                   : 4;
+    return names[remote][kind];
+}
+
+/* "HtoD", ...: the last word of the copy's name. */
 static const char *copy_kind(const tr_rec *r)
 {
-    if (r->u.c.src == OR_VT_HOST)
-        return r->u.c.dst == OR_VT_HOST ? "HtoH" : "HtoD";
-    if (r->u.c.dst == OR_VT_HOST)
-        return "DtoH";
-    return r->u.c.src == r->u.c.dst ? "DtoD" : "PtoP";
+    return strrchr(or_copy_name(r->u.c.src, r->u.c.dst, false), ' ') + 1;
 }
 
 /* The end of an event's args: the profiler's correlation id when it had one
@@ -343,8 +351,10 @@ static void write_rec(FILE *f, const tr_rec *r)
     fputs("{\"name\":", f);
     switch (r->kind) {
     case TR_KERNEL: kernel_name(f, r); break;
-    case TR_COPY: fprintf(f, "\"memcpy %s\"", copy_kind(r)); break;
-    case TR_REMOTE_COPY: fprintf(f, "\"remote memcpy %s\"", copy_kind(r)); break;
+    case TR_COPY:
+    case TR_REMOTE_COPY:
+        json_str(f, or_copy_name(r->u.c.src, r->u.c.dst, r->kind == TR_REMOTE_COPY));
+        break;
     case TR_MEMSET: fputs("\"memset\"", f); break;
     case TR_HOST_FUNC: fputs("\"host function\"", f); break;
     case TR_RECORD: fputs("\"event record\"", f); break;

@@ -11,6 +11,7 @@
 #define OR_TRACE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "openreg.h"
@@ -29,8 +30,12 @@ void or_trace_fini(void);
 const char *or_trace_intern(const char *s);
 /* Names of tracks: a process per device, a thread per stream. */
 void or_trace_name_track(int pid, int tid, const char *name);
-/* Wall time as traces count it: ns since the trace started. */
-uint64_t or_trace_wall_ns(void);
+/* The name of an unnamed kernel's function: its dynamic symbol, else its
+ * offset in its object (the same from run to run), written into buf. */
+const char *or_kernel_symbol(const void *fn, char *buf, size_t len);
+/* A copy's name: "memcpy HtoD", ..., "remote memcpy PtoP" (ends as global
+ * device ids or OR_VT_HOST). */
+const char *or_copy_name(int32_t src, int32_t dst, bool remote);
 
 struct or_op;
 /* An op finished (or, for event waits, was resolved) at wall_end

@@ -249,6 +249,15 @@ orError_t launch_charged(c10::DeviceIndex device, const char *name, const orLaun
     return orLaunchKernelEx(&config, kernel, args, args_size);
 }
 
+// Inside an op: its CPU (or Meta) kernels run on plain tensors without
+// autograd history, straight to the kernel, and are not ops of their own to
+// the profiler (the caller's op is).
+struct InnerCall {
+    at::RecordFunctionGuard not_recorded{false};
+    c10::impl::ExcludeDispatchKeyGuard below_autograd{
+        c10::autograd_dispatch_keyset_with_ADInplaceOrView};
+};
+
 struct Job {
     c10::optional<c10::OperatorHandle> op;
     torch::jit::Stack stack; // CPU tensors: aliases of device memory, CPU scalars
@@ -274,13 +283,9 @@ bool run_serially() {
 void run_job(const orKernelContext *, void *args) {
     std::unique_ptr<Job> job(*static_cast<Job **>(args));
     try {
-        // Plain tensors without autograd history: straight to the CPU kernel;
-        // and not an op of its own to the profiler (the caller's op is).
-        at::RecordFunctionGuard not_recorded(false);
+        InnerCall inner;
         static thread_local bool serial = run_serially();
         (void)serial;
-        c10::impl::ExcludeDispatchKeyGuard below_autograd(
-            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
         if (job->body)
             job->body();
         else
@@ -422,9 +427,7 @@ Layouts result_layouts(const c10::OperatorHandle &op, const std::string &key,
     for (const c10::IValue &v : args)
         meta.push_back(map_tensors(v, meta_like));
     {
-        at::RecordFunctionGuard not_recorded(false); // a check, not an op of its own
-        c10::impl::ExcludeDispatchKeyGuard below_autograd(
-            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        InnerCall inner; // a check, not an op of its own
         op.callBoxed(&meta);
     }
     Layouts layouts;
@@ -587,6 +590,21 @@ void launch_body(c10::DeviceIndex device, const std::string &name, const orLaunc
     OR_TORCH_CHECK(err);
 }
 
+// A convolution's arguments past its tensors, as the CPU's kernels take them.
+struct ConvParams {
+    std::vector<int64_t> stride, padding, dilation, output_padding;
+    bool transposed;
+    int64_t groups;
+    ConvParams(c10::SymIntArrayRef stride_, c10::SymIntArrayRef padding_,
+               c10::SymIntArrayRef dilation_, bool transposed_,
+               c10::SymIntArrayRef output_padding_, const c10::SymInt &groups_)
+        : stride(C10_AS_INTARRAYREF_SLOW(stride_).vec()),
+          padding(C10_AS_INTARRAYREF_SLOW(padding_).vec()),
+          dilation(C10_AS_INTARRAYREF_SLOW(dilation_).vec()),
+          output_padding(C10_AS_INTARRAYREF_SLOW(output_padding_).vec()), transposed(transposed_),
+          groups(groups_.expect_int()) {}
+};
+
 at::Tensor empty_like_layout(const at::Tensor &meta, const at::Tensor &like) {
     return at::empty_strided(meta.sizes(), meta.strides(), like.options().dtype(meta.dtype()));
 }
@@ -598,20 +616,15 @@ at::Tensor convolution_overrideable(const at::Tensor &input, const at::Tensor &w
                                     c10::SymIntArrayRef output_padding_, c10::SymInt groups_) {
     const at::Tensor bias = bias_opt.value_or(at::Tensor());
     same_device("convolution", {&input, &weight, &bias});
-    std::vector<int64_t> stride = C10_AS_INTARRAYREF_SLOW(stride_).vec(),
-                         padding = C10_AS_INTARRAYREF_SLOW(padding_).vec(),
-                         dilation = C10_AS_INTARRAYREF_SLOW(dilation_).vec(),
-                         output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_).vec();
-    int64_t groups = groups_.expect_int();
+    const ConvParams p(stride_, padding_, dilation_, transposed, output_padding_, groups_);
     at::Tensor meta;
     {
-        at::RecordFunctionGuard not_recorded(false);
-        c10::impl::ExcludeDispatchKeyGuard below_autograd(
-            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        InnerCall inner;
         meta = at::convolution(meta_like(input), meta_like(weight),
                                bias.defined() ? c10::optional<at::Tensor>(meta_like(bias))
                                               : c10::nullopt,
-                               stride, padding, dilation, transposed, output_padding, groups);
+                               p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
+                               p.groups);
     }
     c10::DeviceGuard guard(input.device());
     at::Tensor out = empty_like_layout(meta, input);
@@ -625,8 +638,8 @@ at::Tensor convolution_overrideable(const at::Tensor &input, const at::Tensor &w
     launch_body(input.device().index(), "convolution", cost, [=]() mutable {
         out_h.copy_(at::convolution(in_h, w_h,
                                     b_h.defined() ? c10::optional<at::Tensor>(b_h) : c10::nullopt,
-                                    stride, padding, dilation, transposed, output_padding,
-                                    groups));
+                                    p.stride, p.padding, p.dilation, p.transposed,
+                                    p.output_padding, p.groups));
     });
     return out;
 }
@@ -637,21 +650,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     bool transposed, c10::SymIntArrayRef output_padding_, c10::SymInt groups_,
     std::array<bool, 3> mask) {
     same_device("convolution_backward", {&grad_output, &input, &weight});
-    std::vector<int64_t> stride = C10_AS_INTARRAYREF_SLOW(stride_).vec(),
-                         padding = C10_AS_INTARRAYREF_SLOW(padding_).vec(),
-                         dilation = C10_AS_INTARRAYREF_SLOW(dilation_).vec(),
-                         output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_).vec();
-    int64_t groups = groups_.expect_int();
-    int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+    const ConvParams p(stride_, padding_, dilation_, transposed, output_padding_, groups_);
+    int64_t out_channels = transposed ? weight.size(1) * p.groups : weight.size(0);
     std::vector<int64_t> bias_sizes{out_channels};
     at::Tensor meta_gi, meta_gw, meta_gb;
     {
-        at::RecordFunctionGuard not_recorded(false);
-        c10::impl::ExcludeDispatchKeyGuard below_autograd(
-            c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+        InnerCall inner;
         std::tie(meta_gi, meta_gw, meta_gb) = at::convolution_backward(
-            meta_like(grad_output), meta_like(input), meta_like(weight), bias_sizes, stride,
-            padding, dilation, transposed, output_padding, groups, mask);
+            meta_like(grad_output), meta_like(input), meta_like(weight), bias_sizes, p.stride,
+            p.padding, p.dilation, p.transposed, p.output_padding, p.groups, mask);
     }
     c10::DeviceGuard guard(input.device());
     at::Tensor gi = mask[0] ? empty_like_layout(meta_gi, input) : at::Tensor();
@@ -675,8 +682,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     launch_body(input.device().index(), "convolution_backward", orLaunchCost{flops, bytes},
                 [=]() mutable {
                     auto [r_gi, r_gw, r_gb] = at::convolution_backward(
-                        go_h, in_h, w_h, bias_sizes, stride, padding, dilation, transposed,
-                        output_padding, groups, mask);
+                        go_h, in_h, w_h, bias_sizes, p.stride, p.padding, p.dilation,
+                        p.transposed, p.output_padding, p.groups, mask);
                     if (gi_h.defined())
                         gi_h.copy_(r_gi);
                     if (gw_h.defined())

@@ -374,15 +374,17 @@ struct HostBlock {
 std::mutex host_mutex;
 std::vector<HostBlock *> host_deferred; // freed, uses pending
 
+// Forgets the block's uses that have completed; true if none is left.
+// (host_mutex held.)
 bool uses_done(HostBlock *block) {
-    while (!block->uses.empty()) {
-        orError_t state = orEventQuery(block->uses.back());
-        if (state == orErrorNotReady)
-            return false; // still running (not recorded as an error)
-        orEventDestroy(block->uses.back());
-        block->uses.pop_back();
-    }
-    return true;
+    auto pending = std::remove_if(block->uses.begin(), block->uses.end(), [](orEvent_t used) {
+        if (orEventQuery(used) == orErrorNotReady) // still running (not recorded as an error)
+            return false;
+        orEventDestroy(used);
+        return true;
+    });
+    block->uses.erase(pending, block->uses.end());
+    return block->uses.empty();
 }
 
 void release_host_block(HostBlock *block) {
@@ -454,6 +456,7 @@ void record_host_use(const at::Tensor &pinned, c10::DeviceIndex device) {
         OR_TORCH_CHECK(err);
     }
     std::lock_guard<std::mutex> lock(host_mutex);
+    uses_done(block); // a long-lived buffer keeps only the uses still running
     block->uses.push_back(used);
 }
 

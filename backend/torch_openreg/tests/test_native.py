@@ -113,23 +113,33 @@ def test_empty_tensors():
     assert torch.mm(torch.empty(2, 0, device=DEV), torch.empty(0, 3, device=DEV)).cpu().eq(0).all()
 
 
-def test_training_step_matches_cpu():
+def _train_like_cpu(optimizer, steps, clip=None, **dev_options):
+    """A small MLP trained on the CPU and on the device from the same weights
+    and batches (the device's optimizer with dev_options): the same weights."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
     dmodel = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
     dmodel.load_state_dict(model.state_dict())
     dmodel.to(DEV)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    dopt = torch.optim.Adam(dmodel.parameters(), lr=1e-2)
+    cpu_options = {k: False for k in dev_options}  # the CPU's own loops
+    runs = [(model, optimizer(model.parameters(), lr=1e-2, **cpu_options), False),
+            (dmodel, optimizer(dmodel.parameters(), lr=1e-2, **dev_options), True)]
     x, y = torch.randn(16, 10), torch.randint(0, 4, (16,))
     dx, dy = on_dev(x, y)
-    for _ in range(3):
-        for m, o, inp, tgt in ((model, opt, x, y), (dmodel, dopt, dx, dy)):
+    for _ in range(steps):
+        for m, o, on_device in runs:
             o.zero_grad()
+            inp, tgt = (dx, dy) if on_device else (x, y)
             torch.nn.functional.cross_entropy(m(inp), tgt).backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(m.parameters(), clip, foreach=on_device)
             o.step()
     for p, dp in zip(model.parameters(), dmodel.parameters()):
         torch.testing.assert_close(dp.cpu(), p, rtol=1e-5, atol=1e-6)
+
+
+def test_training_step_matches_cpu():
+    _train_like_cpu(torch.optim.Adam, steps=3)
 
 
 def _lists(*shapes_per_list, seed=0):
@@ -195,23 +205,7 @@ def test_foreach_mixed_devices_are_refused():
 
 
 def test_adam_foreach_matches_cpu():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
-    dmodel = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
-    dmodel.load_state_dict(model.state_dict())
-    dmodel.to(DEV)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
-    dopt = torch.optim.AdamW(dmodel.parameters(), lr=1e-2, foreach=True)
-    x, y = torch.randn(16, 10), torch.randint(0, 4, (16,))
-    dx, dy = on_dev(x, y)
-    for _ in range(4):
-        for m, o, inp, tgt in ((model, opt, x, y), (dmodel, dopt, dx, dy)):
-            o.zero_grad()
-            torch.nn.functional.cross_entropy(m(inp), tgt).backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, foreach=o is dopt)
-            o.step()
-    for p, dp in zip(model.parameters(), dmodel.parameters()):
-        torch.testing.assert_close(dp.cpu(), p, rtol=1e-5, atol=1e-6)
+    _train_like_cpu(torch.optim.AdamW, steps=4, clip=0.5, foreach=True)
 
 
 CONVS = {

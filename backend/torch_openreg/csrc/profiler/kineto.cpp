@@ -34,18 +34,13 @@ uint64_t clock_ns(clockid_t id)
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// A record, with the strings it points to copied (they outlive the process's
-// runtime anyway; copies keep the session independent of that).
-struct Record {
-    orActivity a;
-    std::string name, category, args;
-};
+// The runtime's records; the strings they point to live as long as the
+// process (orActivityFlush).
+using Record = orActivity;
 
 void keep_record(const orActivity *a, void *user)
 {
-    auto *records = static_cast<std::vector<Record> *>(user);
-    records->push_back({*a, a->name ? a->name : "", a->category ? a->category : "",
-                        a->args ? a->args : ""});
+    static_cast<std::vector<Record> *>(user)->push_back(*a);
 }
 
 void discard_record(const orActivity *, void *) {}
@@ -55,7 +50,7 @@ void discard_record(const orActivity *, void *) {}
 // starts there.
 std::string issuing_call(const Record &r)
 {
-    switch (r.a.kind) {
+    switch (r.kind) {
     case orActivityKindKernel: return "orLaunchKernel";
     case orActivityKindMemcpy: return "orMemcpyAsync";
     case orActivityKindMemset: return "orMemsetAsync";
@@ -124,54 +119,53 @@ class Session final : public libkineto::IActivityProfilerSession {
                       libkineto::getLinkedActivityCallback linked_activity, int64_t start_time,
                       int64_t end_time) override
     {
-        (void)end_time;
         buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
         buffer_->span = libkineto::TraceSpan(start_time, end_time, "openreg");
         // Virtual times count from the model's origin: they are placed from
         // the window's start, keeping their durations and gaps exactly.
         uint64_t vt0 = UINT64_MAX;
         for (const Record &r : records_)
-            if (r.a.virtualTime && r.a.start < vt0)
-                vt0 = r.a.start;
+            if (r.virtualTime && r.start < vt0)
+                vt0 = r.start;
         auto place = [&](const orActivity &a, unsigned long long t) -> int64_t {
             if (a.virtualTime)
                 return start_time + static_cast<int64_t>(t - vt0);
             return static_cast<int64_t>(t) + mono_to_real_;
         };
         for (const Record &r : records_) {
-            buffer_->emplace_activity(buffer_->span, activity_type(r.a.kind), r.name);
+            buffer_->emplace_activity(buffer_->span, activity_type(r.kind), r.name);
             libkineto::GenericTraceActivity &act = *buffer_->activities.back();
-            act.startTime = place(r.a, r.a.start);
-            act.endTime = place(r.a, r.a.end);
-            act.device = r.a.device;
-            act.resource = r.a.stream;
-            act.id = static_cast<int32_t>(r.a.correlationId);
-            act.linked = r.a.correlationId
-                             ? linked_activity(static_cast<int32_t>(r.a.correlationId))
+            act.startTime = place(r, r.start);
+            act.endTime = place(r, r.end);
+            act.device = r.device;
+            act.resource = r.stream;
+            act.id = static_cast<int32_t>(r.correlationId);
+            act.linked = r.correlationId
+                             ? linked_activity(static_cast<int32_t>(r.correlationId))
                              : nullptr;
-            act.flow.id = static_cast<uint32_t>(r.a.correlationId);
+            act.flow.id = static_cast<uint32_t>(r.correlationId);
             act.flow.type = libkineto::kLinkAsyncCpuGpu;
             act.flow.start = false;
             act.addMetadataQuoted("device_type", "openreg");
-            act.addMetadata("device", r.a.device);
-            act.addMetadata("stream", r.a.stream);
-            act.addMetadata("correlation", r.a.correlationId);
+            act.addMetadata("device", r.device);
+            act.addMetadata("stream", r.stream);
+            act.addMetadata("correlation", r.correlationId);
             act.addMetadataQuoted("category", r.category);
-            if (r.a.bytes)
-                act.addMetadata("bytes", r.a.bytes);
-            if (r.a.flops > 0)
-                act.addMetadata("flops", r.a.flops);
-            if (r.a.kind == orActivityKindMemcpy) {
-                act.addMetadata("src", r.a.srcDevice);
-                act.addMetadata("dst", r.a.dstDevice);
+            if (r.bytes)
+                act.addMetadata("bytes", r.bytes);
+            if (r.flops > 0)
+                act.addMetadata("flops", r.flops);
+            if (r.kind == orActivityKindMemcpy) {
+                act.addMetadata("src", r.srcDevice);
+                act.addMetadata("dst", r.dstDevice);
             }
-            if (!r.args.empty())
-                act.addMetadata("args", r.args);
-            if (r.a.virtualTime)
+            if (r.args != nullptr)
+                act.addMetadata("args", std::string(r.args));
+            if (r.virtualTime)
                 act.addMetadataQuoted("clock", "virtual");
-            streams_.insert({r.a.device, r.a.stream});
+            streams_.insert({r.device, r.stream});
             logger.handleGenericActivity(act);
-            if (r.a.correlationId && r.a.issueTime)
+            if (r.correlationId && r.issueTime)
                 log_issue(logger, r, linked_activity);
         }
         status_ = libkineto::TraceStatus::READY;
@@ -205,15 +199,15 @@ class Session final : public libkineto::IActivityProfilerSession {
         buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME,
                                   issuing_call(r));
         libkineto::GenericTraceActivity &call = *buffer_->activities.back();
-        call.startTime = call.endTime = static_cast<int64_t>(r.a.issueTime) + mono_to_real_;
+        call.startTime = call.endTime = static_cast<int64_t>(r.issueTime) + mono_to_real_;
         call.device = static_cast<int32_t>(libkineto::processId());
-        call.resource = call.threadId = r.a.issueThread;
-        call.id = static_cast<int32_t>(r.a.correlationId);
-        call.linked = linked_activity(static_cast<int32_t>(r.a.correlationId));
-        call.flow.id = static_cast<uint32_t>(r.a.correlationId);
+        call.resource = call.threadId = r.issueThread;
+        call.id = static_cast<int32_t>(r.correlationId);
+        call.linked = linked_activity(static_cast<int32_t>(r.correlationId));
+        call.flow.id = static_cast<uint32_t>(r.correlationId);
         call.flow.type = libkineto::kLinkAsyncCpuGpu;
         call.flow.start = true;
-        call.addMetadata("correlation", r.a.correlationId);
+        call.addMetadata("correlation", r.correlationId);
         logger.handleGenericActivity(call);
     }
 

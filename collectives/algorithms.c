@@ -258,6 +258,86 @@ static occlResult_t hier_all_reduce(const ctx *x, void *recv, const void *input,
     return res;
 }
 
+/* NVLS, as NCCL's NVLink SHARP all-reduce on one node (loads that reduce,
+ * stores that multicast), with the node's shared memory as the switch: every
+ * rank reduces its own slice (by comm rank) in one pass over that slice of
+ * all the node's inputs, read in place, and writes the result straight into
+ * every rank's output. One step, and each input byte read once and each
+ * output byte written once: the least memory traffic there is, which is what
+ * bounds large all-reduces when ranks share cores. One virtual node only
+ * (occl_plan). `input` may be recv.
+ *
+ * Per peer j, in this order: this rank offers j its input's slice j, then
+ * its output's slice j to write into; and maps j's offers, input then output
+ * slice. An input offer is acknowledged when mapped (early_ack), so no rank
+ * waits on another's reduction to map; the output offers are only posted
+ * (post_only), then waited for (resume) once this rank has written its own
+ * slice everywhere: their acknowledgement is the writer's release. In place,
+ * slice j of this rank's buffer is read and written only by rank j, block by
+ * block (occl_reduce_n_to reads a block before writing it). */
+static occlResult_t nvls_all_reduce(const ctx *x, void *recv, const void *input, size_t count,
+                                    occlDataType_t t, const occl_redop *op)
+{
+    occlComm_t comm = x->comm;
+    int n = x->n, me = comm->rank;
+    unsigned char *out = recv;
+    const unsigned char *in = input;
+    size_t mlo = lo(count, me, n), mbytes = (lo(count, me + 1, n) - mlo) * x->es;
+    occl_xfer *xf = calloc((size_t)(4 * n), sizeof *xf);
+    const void **srcs = calloc((size_t)n, sizeof *srcs);
+    void **dsts = calloc((size_t)n, sizeof *dsts);
+    occlResult_t res = occlSuccess;
+    if (!xf || !srcs || !dsts)
+        res = occl_fail(occlSystemError, "out of memory");
+    int m = 0;
+    for (int j = 0; j < n && res == occlSuccess; j++) {
+        if (j == me)
+            continue;
+        size_t jlo = lo(count, j, n), jbytes = (lo(count, j + 1, n) - jlo) * x->es;
+        xf[m++] = send_x(j, in + jlo * x->es, jbytes);
+        xf[m] = send_x(j, out + jlo * x->es, jbytes);
+        xf[m++].post_only = true;
+        xf[m] = recv_x(j, NULL, mbytes);
+        xf[m].hold = xf[m].early_ack = true;
+        m++;
+        xf[m] = recv_x(j, NULL, mbytes);
+        xf[m++].hold = true;
+    }
+    if (res == occlSuccess)
+        res = occl_xfers_run(comm, xf, m);
+    if (res == occlSuccess) {
+        /* Sources in rank order, as the other algorithms' n-way reductions;
+         * destinations this rank's output slice, then its slice of each
+         * peer's output (mapped to be written). */
+        dsts[0] = out + mlo * x->es;
+        for (int j = 0, k = 0; j < n; j++) {
+            if (j == me) {
+                srcs[j] = in + mlo * x->es;
+                continue;
+            }
+            srcs[j] = xf[4 * k + 2].mapped;
+            dsts[1 + k] = (void *)xf[4 * k + 3].mapped;
+            k++;
+        }
+        occl_reduce_n_to(dsts, n, srcs, n, mbytes / x->es, t, op);
+        for (int k = 0; k < n - 1; k++) {
+            occl_xfer_release(comm, &xf[4 * k + 2]);
+            occl_xfer_release(comm, &xf[4 * k + 3]);
+        }
+        /* The peers have written their slices of this rank's output. */
+        int w = 0;
+        for (int k = 0; k < n - 1; k++) {
+            xf[w] = xf[4 * k + 1];
+            xf[w++].resume = true;
+        }
+        res = occl_xfers_run(comm, xf, w);
+    }
+    free(xf);
+    free(srcs);
+    free(dsts);
+    return res;
+}
+
 static occlResult_t all_reduce(const occl_call *c, void *recv)
 {
     ctx x = make_ctx(c);
@@ -279,6 +359,8 @@ static occlResult_t all_reduce(const occl_call *c, void *recv)
         res = hier_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_DIRECT) {
         res = direct_all_reduce(&x, recv, input, c->count, c->type, &r.op);
+    } else if (x.n > 1 && algo == OCCL_ALGO_NVLS) {
+        res = nvls_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1) {
         /* Reduce-scatter then all-gather: 2(n-1) steps of count/n elements. */
         res = ring_reduce_scatter(&x, recv, input, c->count, c->type, &r.op);

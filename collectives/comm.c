@@ -239,8 +239,10 @@ void occl_scratch_release(occlComm_t comm)
 void occl_comm_set_error(occlComm_t comm, occlResult_t res)
 {
     int none = occlSuccess;
-    atomic_compare_exchange_strong(&comm->async_error, &none, (int)res);
-    snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
+    /* The first failure's reason is the communicator's: the calls skipped
+     * after it would otherwise replace it with "failed earlier". */
+    if (atomic_compare_exchange_strong(&comm->async_error, &none, (int)res))
+        snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
 }
 
 /* ---- unique ids -------------------------------------------------------------- */
@@ -287,9 +289,14 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
     c->ctrl_bytes = sizeof(occl_ctrl) + 2 * (size_t)pi->nranks * sizeof(occl_slot);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->runner_lock, NULL);
+    pthread_cond_init(&c->runner_cv, NULL);
     pi->comm = c;
     if (!c->peers || !c->ring)
         return occl_fail(occlSystemError, "out of memory");
+    occlResult_t res = occl_runner_start(c);
+    if (res != occlSuccess)
+        return res;
     /* The control block lives in device memory, which the node shares. */
     int prev;
     if (orGetDevice(&prev) != orSuccess || orSetDevice(pi->device) != orSuccess ||
@@ -315,6 +322,7 @@ static void comm_free(occlComm_t c)
     if (!c)
         return;
     live_remove(c);
+    occl_runner_stop(c);
     occl_scratch_release(c);
     if (c->ctrl)
         orFree(c->ctrl);
@@ -325,6 +333,8 @@ static void comm_free(occlComm_t c)
         pthread_mutex_unlock(&slots_lock);
     }
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->runner_lock);
+    pthread_cond_destroy(&c->runner_cv);
     free(c->premul);
     free(c->peers);
     free(c->ring);

@@ -1,7 +1,8 @@
 /*
  * collectives/enqueue.c - the public collective calls: check the arguments,
- * pack the call, and hand it to the stream as a host function (or keep it
- * for occlGroupEnd). One enqueue path for every collective.
+ * pack the call, and queue it on the stream as a task the communicator's
+ * own thread runs (or keep it for occlGroupEnd). One enqueue path for every
+ * collective.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,8 @@ occlResult_t occl_group_add_init(const void *init, size_t size)
 
 typedef struct occl_task {
     uint64_t entry_ns; /* virtual clock of the stream at the task (vcost.c) */
+    or_handed_task op; /* the stream's op, completed when the task has run */
+    struct occl_task *next; /* in the communicator's queue */
     int n;
     occl_call calls[];
 } occl_task;
@@ -60,10 +63,9 @@ static orError_t stream_error_of(occlResult_t res)
     return res == occlTimeout ? orErrorTimeout : res == occlRemoteError ? orErrorRemote : orErrorUnknown;
 }
 
-/* Runs on the communicator's device, in stream order. */
-static void task_main(void *arg)
+/* Runs on the communicator's thread, in stream order. */
+static void task_run(occl_task *t)
 {
-    occl_task *t = arg;
     occlComm_t comm = t->calls[0].comm;
     uint64_t clock = t->entry_ns;
     pthread_mutex_lock(&comm->lock);
@@ -87,7 +89,78 @@ static void task_main(void *arg)
                   comm->last_error);
     }
     pthread_mutex_unlock(&comm->lock);
+    or_handed_task op = t->op;
     free(t);
+    or_handed_task_done(op);
+}
+
+/* The communicator's thread runs its tasks one at a time, in the order the
+ * tasks reach their streams' heads. A collective waits for its peers there,
+ * so it holds no worker: the device's other streams go on, and so do the
+ * tasks of other communicators, whatever order each rank reached them in
+ * (FSDP's all-gathers and TP's all-reduces on two groups). */
+static void *runner_main(void *arg)
+{
+    occlComm_t comm = arg;
+    orSetDevice(comm->device);
+    or_bind_thread_to_device(comm->device);
+    pthread_mutex_lock(&comm->runner_lock);
+    for (;;) {
+        occl_task *t = comm->runner_head;
+        if (!t) {
+            if (comm->runner_stop)
+                break;
+            pthread_cond_wait(&comm->runner_cv, &comm->runner_lock);
+            continue;
+        }
+        comm->runner_head = t->next;
+        if (!comm->runner_head)
+            comm->runner_tail = NULL;
+        pthread_mutex_unlock(&comm->runner_lock);
+        or_handed_task_begin(t->op);
+        task_run(t);
+        pthread_mutex_lock(&comm->runner_lock);
+    }
+    pthread_mutex_unlock(&comm->runner_lock);
+    return NULL;
+}
+
+occlResult_t occl_runner_start(occlComm_t comm)
+{
+    if (pthread_create(&comm->runner, NULL, runner_main, comm))
+        return occl_fail(occlSystemError, "cannot start the communicator's thread");
+    comm->runner_started = true;
+    return occlSuccess;
+}
+
+void occl_runner_stop(occlComm_t comm)
+{
+    if (!comm->runner_started)
+        return;
+    pthread_mutex_lock(&comm->runner_lock);
+    comm->runner_stop = true;
+    pthread_cond_signal(&comm->runner_cv);
+    pthread_mutex_unlock(&comm->runner_lock);
+    pthread_join(comm->runner, NULL);
+    comm->runner_started = false;
+}
+
+/* When the task reaches the head of its stream, under the device's lock
+ * (the runner never holds its lock while taking that one). */
+static void task_hand(void *arg, or_handed_task op)
+{
+    occl_task *t = arg;
+    occlComm_t comm = t->calls[0].comm;
+    t->op = op;
+    t->next = NULL;
+    pthread_mutex_lock(&comm->runner_lock);
+    if (comm->runner_tail)
+        comm->runner_tail->next = t;
+    else
+        comm->runner_head = t;
+    comm->runner_tail = t;
+    pthread_cond_signal(&comm->runner_cv);
+    pthread_mutex_unlock(&comm->runner_lock);
 }
 
 static occlResult_t launch(occl_call *calls, int n)
@@ -102,7 +175,7 @@ static occlResult_t launch(occl_call *calls, int n)
     int prev;
     orGetDevice(&prev);
     orSetDevice(calls[0].stream_device);
-    orError_t err = or_launch_host_func_held(calls[0].stream, task_main, t, &t->entry_ns);
+    orError_t err = or_launch_handed_task_held(calls[0].stream, task_hand, t, &t->entry_ns);
     orSetDevice(prev);
     if (err != orSuccess) {
         free(t);

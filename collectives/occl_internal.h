@@ -106,6 +106,12 @@ struct occlComm {
     _Atomic int async_error; /* an occlResult_t */
     bool finalized;
     pthread_mutex_t lock; /* serializes tasks of this communicator */
+    /* The communicator's thread and its queue of tasks (enqueue.c). */
+    pthread_t runner;
+    pthread_mutex_t runner_lock;
+    pthread_cond_t runner_cv;
+    struct occl_task *runner_head, *runner_tail;
+    bool runner_started, runner_stop;
     char last_error[256];
     /* Ops made by occlRedOpCreatePreMulSum: op = occlNumOps + index. */
     struct occl_premul_op {
@@ -177,6 +183,15 @@ typedef struct occl_xfer {
      * one pass). */
     bool hold;
     const void *mapped;
+    /* With hold: the sender goes on as soon as the bytes are mapped, not at
+     * release. For algorithms in which the sender cannot rewrite those bytes
+     * before it hears from this receiver again (nvls_all_reduce). */
+    bool early_ack;
+    /* A send of a buffer the receiver writes into (with a held receive):
+     * post_only finishes it in occl_xfers_run once posted, and a later run
+     * with `resume` set (nothing else changed) waits for the receiver's
+     * release, i.e. for its writes. */
+    bool post_only, resume;
     /* progress */
     int state;
     uint64_t seq;
@@ -238,13 +253,15 @@ void occl_ring_follow_topology(occlComm_t c);
 occlResult_t occl_trees_build(occlComm_t c);
 void occl_trees_free(occlComm_t c);
 
-/* tuning.c: the algorithm a call uses (AllReduce: ring, tree, direct or
- * hierarchical; Reduce: ring or tree; the rest: ring). */
+/* tuning.c: the algorithm a call uses (AllReduce: ring, tree, direct,
+ * hierarchical or, on one virtual node, nvls; Reduce: ring or tree; the
+ * rest: ring). */
 typedef enum {
     OCCL_ALGO_RING,
     OCCL_ALGO_TREE,
     OCCL_ALGO_DIRECT,
     OCCL_ALGO_HIERARCHICAL,
+    OCCL_ALGO_NVLS,
     OCCL_NUM_ALGOS
 } occl_algo;
 occl_algo occl_plan(const occl_call *call);
@@ -271,5 +288,11 @@ bool occl_comm_valid(occlComm_t comm);
 /* The kernels' descriptor for op on comm with type t; false if op is unknown. */
 bool occl_redop_lookup(occlComm_t comm, occlRedOp_t op, occlDataType_t t, occl_call *call);
 void occl_comm_set_error(occlComm_t comm, occlResult_t res);
+
+/* enqueue.c: the communicator's thread, which runs its tasks. Started when
+ * the communicator is made; stopped (after its queued tasks) when it is
+ * freed. */
+occlResult_t occl_runner_start(occlComm_t comm);
+void occl_runner_stop(occlComm_t comm);
 
 #endif

@@ -5,6 +5,10 @@
  */
 #include "reduce.h"
 
+#include <stdlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <string.h>
 
 /* Loops run in chunks of a fixed VEC_MULT iterations, then a scalar tail.
@@ -462,6 +466,67 @@ void occl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count, o
         else
             k->last(d, &acc, lastsrc, n, op);
     }
+}
+
+/* A copy of a block to memory not read soon: non-temporal stores where the
+ * target has them, so the destination's lines are not first read in (half
+ * the traffic of a plain copy out of the cache). */
+static void stream_copy(void *dst, const void *src, size_t bytes)
+{
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    while (bytes && ((uintptr_t)d & 15)) {
+        *d++ = *s++;
+        bytes--;
+    }
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, bytes);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+/* Output bytes per block of occl_reduce_n_to: it and its sources' blocks
+ * stay in L1/L2 while the block is copied to the other destinations. */
+#define FANOUT_BYTES 16384
+
+void occl_reduce_n_to(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t count,
+                      occlDataType_t t, const occl_redop *op)
+{
+    if (ndst <= 0 || nsrc <= 0 || count == 0 || !type_ok(t) || !op_ok(op))
+        return;
+    size_t tsz = type_sizes[t], block = FANOUT_BYTES / tsz;
+    enum { STACK_SRCS = 64 };
+    const void *stack[STACK_SRCS];
+    const void **at = nsrc <= STACK_SRCS ? stack : malloc((size_t)nsrc * sizeof *at);
+    if (ndst == 1 || !at) { /* one destination, or no memory to block with */
+        occl_reduce_n(dsts[0], srcs, nsrc, count, t, op);
+        for (int k = 1; k < ndst; k++)
+            memcpy(dsts[k], dsts[0], count * tsz);
+        return;
+    }
+    for (size_t off = 0; off < count; off += block) {
+        size_t n = count - off < block ? count - off : block, boff = off * tsz;
+        for (int j = 0; j < nsrc; j++)
+            at[j] = (const char *)srcs[j] + boff;
+        char *d0 = (char *)dsts[0] + boff;
+        occl_reduce_n(d0, at, nsrc, n, t, op);
+        for (int k = 1; k < ndst; k++)
+            stream_copy((char *)dsts[k] + boff, d0, n * tsz);
+    }
+#if defined(__SSE2__)
+    _mm_sfence(); /* the streamed stores visible before the caller releases */
+#endif
+    if (at != stack)
+        free((void *)at);
 }
 
 void occl_premul(void *dst, const void *src, size_t count, occlDataType_t t, const occl_redop *op)

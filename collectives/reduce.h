@@ -72,6 +72,14 @@ void occl_reduce2(void *dst, const void *a, const void *b, size_t count, occlDat
 void occl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count, occlDataType_t t,
                    const occl_redop *op);
 
+/* occl_reduce_n into every one of dsts[0..ndst-1], in blocks small enough
+ * that each block is written to the other destinations from the cache. A
+ * destination may be one of the sources only as dsts[0] or where that
+ * source's block is not read after being written (each block is read before
+ * any destination's is written). */
+void occl_reduce_n_to(void *const *dsts, int ndst, const void *const *srcs, int nsrc, size_t count,
+                      occlDataType_t t, const occl_redop *op);
+
 /* dst[i] = src[i] * scalar of op (whatever op's kind); dst may be src. */
 void occl_premul(void *dst, const void *src, size_t count, occlDataType_t t, const occl_redop *op);
 

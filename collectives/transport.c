@@ -186,6 +186,14 @@ static bool post_send(occlComm_t comm, occl_xfer *x)
     return true;
 }
 
+/* Tell the sender of x that its bytes are no longer needed. */
+static void acknowledge(occlComm_t comm, const occl_xfer *x)
+{
+    atomic_store_explicit(&ack_slot(comm->ctrl, comm->nranks, x->peer)->seq, x->seq,
+                          memory_order_release);
+    ring_bell(comm->peers[x->peer].ctrl);
+}
+
 enum { NO_MOVE, MOVED, FINISHED };
 
 /* A network transfer: test its outstanding pieces in order; a reducing
@@ -266,21 +274,22 @@ static int progress(occlComm_t comm, occl_xfer *x, occlResult_t *err)
         }
         if (x->hold) {
             x->mapped = src; /* read by the caller; acknowledged at release */
+            if (x->early_ack)
+                acknowledge(comm, x);
             x->state = XFER_DONE;
             return FINISHED;
         }
         deliver_at(x, 0, src, x->bytes);
     }
-    occl_xfer_release(comm, x);
+    acknowledge(comm, x);
     x->state = XFER_DONE;
     return FINISHED;
 }
 
 void occl_xfer_release(occlComm_t comm, occl_xfer *x)
 {
-    atomic_store_explicit(&ack_slot(comm->ctrl, comm->nranks, x->peer)->seq, x->seq,
-                          memory_order_release);
-    ring_bell(comm->peers[x->peer].ctrl);
+    if (!(x->hold && x->early_ack)) /* else acknowledged when mapped */
+        acknowledge(comm, x);
     x->mapped = NULL;
 }
 
@@ -315,6 +324,11 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
      * in the same order, so the messages meet their receives. */
     int *before = NULL;
     for (int i = 0; i < n && err == occlSuccess; i++) {
+        if (x[i].resume) { /* posted by an earlier run: only its end is left */
+            x[i].post_only = false;
+            x[i].state = XFER_WAIT;
+            continue;
+        }
         x[i].state = XFER_START;
         if (x[i].kind != OCCL_XFER_RECV || same_node(comm, x[i].peer))
             continue;
@@ -329,7 +343,7 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
             }
     }
     for (int i = 0; i < n && err == occlSuccess; i++)
-        if (x[i].state != XFER_QUEUED)
+        if (x[i].state == XFER_START)
             err = start(comm, &x[i]);
     uint64_t deadline = occl_deadline();
     unsigned idle = 0;
@@ -345,8 +359,14 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
                 err = start(comm, &x[i]);
                 moved = true;
             }
-            if (x[i].state == XFER_START && post_send(comm, &x[i]))
+            if (x[i].state == XFER_START && post_send(comm, &x[i])) {
                 moved = true;
+                if (x[i].post_only) {
+                    x[i].state = XFER_DONE;
+                    left--;
+                    continue;
+                }
+            }
             if (x[i].state == XFER_WAIT) {
                 int m = progress(comm, &x[i], &err);
                 moved |= m != NO_MOVE;

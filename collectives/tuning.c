@@ -19,11 +19,23 @@
 
 #include "occl_internal.h"
 
-static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical"};
+static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical",
+                                                        "nvls"};
 
 const char *occl_algo_name(occl_algo a)
 {
     return (unsigned)a < OCCL_NUM_ALGOS ? algo_names[a] : "?";
+}
+
+/* "ring, tree, ...": the names, for the warning about an unknown one. */
+static const char *known_names(void)
+{
+    static char list[16 * OCCL_NUM_ALGOS];
+    if (!list[0])
+        for (int a = 0; a < OCCL_NUM_ALGOS; a++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a ? ", " : "",
+                     algo_names[a]);
+    return list;
 }
 
 /* Allowed algorithms per collective, from OCCL_ALGO. */
@@ -44,9 +56,8 @@ static unsigned parse_list(const char *list, size_t len)
         if (a < OCCL_NUM_ALGOS)
             mask |= 1u << a;
         else if (n)
-            OCCL_WARN("OCCL_ALGO: unknown algorithm '%.*s' ignored (known: ring, tree, direct, "
-                      "hierarchical)",
-                      (int)n, p);
+            OCCL_WARN("OCCL_ALGO: unknown algorithm '%.*s' ignored (known: %s)", (int)n, p,
+                      known_names());
         p += n + 1;
     }
     unsigned all = (1u << OCCL_NUM_ALGOS) - 1;
@@ -142,6 +153,12 @@ static double allreduce_cost(const occl_call *c, occl_algo a, double bytes)
             return INFINITY;
         return hop_us(false, (m - 1) * bytes) + 2.0 * (L - 1) * hop_us(true, bytes / L) +
                hop_us(false, bytes);
+    case OCCL_ALGO_NVLS:
+        /* One pass: the peers' (n-1)/n of this rank's slice read and the
+         * result written to them, between two hand-shakes (offers mapped,
+         * writes released). One virtual node only: occl_plan offers it
+         * nowhere else. */
+        return ALPHA_NODE_US + hop_us(false, (n - 1) * bytes / n);
     default: return INFINITY;
     }
 }
@@ -262,7 +279,8 @@ occl_algo occl_plan(const occl_call *c)
     if (c->coll == OCCL_COLL_ALLTOALL || c->coll == OCCL_COLL_GATHER || c->coll == OCCL_COLL_SCATTER)
         has = 1u << OCCL_ALGO_DIRECT;
     else if (c->coll == OCCL_COLL_ALLREDUCE)
-        has = (1u << OCCL_NUM_ALGOS) - 1;
+        /* NVLS reads its peers' memory in place: one virtual node only. */
+        has = ((1u << OCCL_NUM_ALGOS) - 1) & ~(comm->nnodes > 1 ? 1u << OCCL_ALGO_NVLS : 0u);
     else if (c->coll == OCCL_COLL_REDUCE)
         has |= 1u << OCCL_ALGO_TREE;
     if (!(mask & has))

@@ -194,6 +194,23 @@ static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
                     add_recv(v, me, j, bytes, false);
                 }
             add_compute(v, me, (uint64_t)(n + 1) * bytes); /* n-way reduction */
+        } else if (algo == OCCL_ALGO_NVLS) {
+            /* nvls_all_reduce: this rank's slice of every peer's input read in
+             * place and reduced (n+1 slices through memory), then written into
+             * every peer's output (the peer's end of each write is a receive). */
+            step_begin(v, me);
+            for (int j = 0; j < n; j++)
+                if (j != me) {
+                    add_send(v, me, j, chunk(c->count, j, n, es));
+                    add_recv(v, me, j, chunk(c->count, me, n, es), false);
+                }
+            add_compute(v, me, (uint64_t)(n + 1) * chunk(c->count, me, n, es));
+            step_begin(v, me);
+            for (int j = 0; j < n; j++)
+                if (j != me) {
+                    add_send(v, me, j, chunk(c->count, me, n, es));
+                    add_recv(v, me, j, chunk(c->count, j, n, es), false);
+                }
         } else if (algo == OCCL_ALGO_HIERARCHICAL) {
             int k = 0;
             while (comm->node_first[k + 1] <= p)

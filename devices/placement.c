@@ -207,6 +207,8 @@ int or_placement_bind_thread(const or_placement *p, or_bind_mode mode, int worke
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     if (mode == OR_BIND_NUMA) {
         hwloc_bitmap_copy(set, p->numa_cpuset);
+    } else if (worker < 0) {
+        hwloc_bitmap_copy(set, p->cpuset);
     } else {
         /* Worker k on the k-th core of the device (round-robin), one core each. */
         int ncores = hwloc_get_nbobjs_inside_cpuset_by_type(t, p->cpuset, HWLOC_OBJ_CORE);

@@ -36,7 +36,8 @@ hwloc_topology_t or_placement_topology(void);
 /* Plan on this host: when the launcher bound the process to a subset of the
  * host, only that subset is split, among this rank's devices alone. */
 int or_placement_compute(int local_rank, int local_nranks, int ndevices, or_placement *out);
-/* Bind the calling worker thread (index worker of the device); 0 or -1. */
+/* Bind the calling worker thread (index worker of the device; -1: a thread
+ * of the device's that is not a worker, on all its cores); 0 or -1. */
 int or_placement_bind_thread(const or_placement *p, or_bind_mode mode, int worker);
 /* Bind [addr, addr+len) to the device's NUMA node(s); 0 or -1. */
 int or_placement_bind_memory(const or_placement *p, void *addr, size_t len);

@@ -96,6 +96,10 @@ struct or_op {
         } memset;
         struct {
             void (*fn)(void *);
+            /* Instead of fn: hands the op to a layer's thread, which
+             * completes it; called when the op becomes the stream's head
+             * (or_launch_handed_task_held). */
+            void (*start)(void *, or_op *);
             void *data;
             /* A layer's task that sets the stream's clock itself when it
              * runs (or_launch_host_func_held): traced by that layer. */

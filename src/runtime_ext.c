@@ -113,11 +113,11 @@ void or_trace_stream_slice(orStream_t stream, const char *name, const char *cate
     or_activity_slice(s->dev->id, s->trace_tid, name, category, start_ns, end_ns, args_json);
 }
 
-orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *data,
-                                   uint64_t *entry_ns)
+static orError_t launch_held(orStream_t stream, void (*fn)(void *),
+                             void (*start)(void *, or_op *), void *data, uint64_t *entry_ns)
 {
     OR_API_BEGIN();
-    if (!fn)
+    if (!fn && !start)
         return orErrorInvalidValue;
     or_stream *s;
     orError_t err = or_stream_resolve(stream, &s);
@@ -127,6 +127,7 @@ orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *
     if (!op)
         return orErrorMemoryAllocation;
     op->u.host.fn = fn;
+    op->u.host.start = start;
     op->u.host.data = data;
     op->u.host.held = true;
     op->u.host.entry_out = entry_ns;
@@ -134,6 +135,36 @@ orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *
         *entry_ns = 0;
     or_stream_enqueue(s, op);
     return orSuccess;
+}
+
+orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *data,
+                                   uint64_t *entry_ns)
+{
+    return launch_held(stream, fn, NULL, data, entry_ns);
+}
+
+orError_t or_launch_handed_task_held(orStream_t stream,
+                                     void (*start)(void *data, or_handed_task task), void *data,
+                                     uint64_t *entry_ns)
+{
+    return launch_held(stream, NULL, start, data, entry_ns);
+}
+
+void or_handed_task_begin(or_handed_task task)
+{
+    if (or_recording())
+        task->wall_start = or_now_ns();
+    or_activity_set_running(task);
+}
+
+void or_handed_task_done(or_handed_task task) { or_stream_op_done(task); }
+
+int or_bind_thread_to_device(int device)
+{
+    if (or_init() != orSuccess || device < 0 || device >= or_rt.ndevices)
+        return -1;
+    or_device *dev = &or_rt.devices[device];
+    return or_placement_bind_thread(&dev->hw.place, dev->hw.bind, -1);
 }
 
 void or_stream_release_vclock(orStream_t stream, uint64_t end_ns)

@@ -85,6 +85,27 @@ orError_t or_launch_host_func_held(orStream_t stream, void (*fn)(void *), void *
  * ops waiting to be issued go on. Call it exactly once per held task (also
  * when it fails); nothing in wall mode. */
 void or_stream_release_vclock(orStream_t stream, uint64_t end_ns);
+/* A held task that runs on a thread of the layer's own, not on a device
+ * worker: a collective waits for its peers as long as they take, and on a
+ * worker it would keep the device's other streams (and other communicators'
+ * tasks) from running, so ranks that reached two communicators' tasks in
+ * different orders would wait for each other until the timeout. When the
+ * task reaches the head of its stream, start(data, task) runs on the thread
+ * that moved the stream on, under the device's lock, and only hands the task
+ * over (it must not call the runtime); the stream stays busy until the layer
+ * calls or_handed_task_done(task) from its thread. Virtual time as for
+ * or_launch_host_func_held. */
+typedef struct or_op *or_handed_task;
+orError_t or_launch_handed_task_held(orStream_t stream,
+                                     void (*start)(void *data, or_handed_task task), void *data,
+                                     uint64_t *entry_ns);
+/* On the layer's thread: the task starts running there (what it records,
+ * slices and activity, is the op's, with its correlation id). */
+void or_handed_task_begin(or_handed_task task);
+void or_handed_task_done(or_handed_task task);
+/* Bind the calling thread to the cores of this process's device `device` as
+ * OPENREG_BIND says (under none, nothing); 0, or -1 if it cannot. */
+int or_bind_thread_to_device(int device);
 /* Global id of device `device` of world rank world_rank (paths' ends). */
 int or_global_device(int world_rank, int device);
 /* Memory bandwidth of this process's device, bytes/s, as virtual time

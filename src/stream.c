@@ -91,6 +91,14 @@ static bool stream_advance_locked(or_stream *s)
     }
     if (!s->head)
         return false;
+    or_op *head = s->head;
+    if (head->kind == OR_OP_HOST_FUNC && head->u.host.start) {
+        /* Straight to the layer's thread, which completes it: no worker
+         * wakes up only to pass it on, and the stream stays busy. */
+        s->busy = true;
+        head->u.host.start(head->u.host.data, head);
+        return false;
+    }
     or_device *dev = s->dev;
     int lvl = priority_level(s);
     s->next_ready = NULL;

@@ -644,6 +644,54 @@ ParameterizedTest(combo *c, reduce_n, big)
     free(work);
 }
 
+ParameterizedTestParameters(reduce_n_to, every_destination)
+{
+    return cr_make_param_array(combo, all_combos(), NCOMBOS);
+}
+
+/* occl_reduce_n_to: every destination gets occl_reduce_n's result, over
+ * counts around its blocks (16 KiB) and with odd alignments of the
+ * destinations (its streamed copies align them first); dsts[0] may be a
+ * source, and each destination may be the source at its own index (what
+ * nvls_all_reduce does in place). */
+ParameterizedTest(combo *c, reduce_n_to, every_destination)
+{
+    static const size_t counts[] = {1, 63, 4096, 16385, 70001};
+    occlDataType_t t = c->t;
+    size_t sz = occl_type_size(t);
+    rng_state = 0x5851f42d4c957f2dULL ^ (uint64_t)(t * 31 + c->kind);
+    occl_redop op = redop_for(t, c->kind);
+    enum { NS = 4 };
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        size_t n = counts[ci];
+        void *src[NS], *want = alloc(n, t), *raw[NS], *d[NS];
+        for (int k = 0; k < NS; k++) {
+            src[k] = alloc(n, t);
+            fill(src[k], n, t);
+            raw[k] = alloc(n + 64 / sz + 1, t);
+            d[k] = (char *)raw[k] + (size_t)k * sz; /* 0, 1, 2, 3 elements in */
+        }
+        occl_reduce_n(want, (const void *const *)src, NS, n, t, &op);
+        occl_reduce_n_to(d, NS, (const void *const *)src, NS, n, t, &op);
+        for (int k = 0; k < NS; k++)
+            check_same(d[k], want, n, t, c->kind, "reduce_n_to");
+        /* In place: destination k holds source k. */
+        const void *w[NS];
+        for (int k = 0; k < NS; k++) {
+            memcpy(d[k], src[k], n * sz);
+            w[k] = d[k];
+        }
+        occl_reduce_n_to(d, NS, w, NS, n, t, &op);
+        for (int k = 0; k < NS; k++)
+            check_same(d[k], want, n, t, c->kind, "reduce_n_to in place");
+        for (int k = 0; k < NS; k++) {
+            free(src[k]);
+            free(raw[k]);
+        }
+        free(want);
+    }
+}
+
 /* ---- Integer edges, by hand ---------------------------------------------------- */
 
 static void r2(void *d, const void *a, const void *b, occlDataType_t t, int kind)

@@ -36,6 +36,12 @@ expect "2 nodes x 2, 32 MiB" - hierarchical 2 2 1 "" allreduce 32M
 # One node, or nodes of one rank: never by itself.
 expect "1 node x 4, 256 KiB" - hierarchical 2 2 2 "" allreduce 256K
 expect "4 nodes x 1, 256 KiB" - hierarchical 4 1 1 "" allreduce 256K
+# One node: large all-reduces go nvls by themselves; never on two nodes,
+# not even forced (it falls back to the cheapest of the others).
+expect "1 node x 4, 16 MiB" nvls - 2 2 2 "" allreduce 16M
+expect "2 nodes x 2, 16 MiB" - nvls 2 2 1 "" allreduce 16M
+expect "forced nvls, 2 nodes" - nvls 2 2 1 nvls allreduce 16M
+expect "forced nvls, 1 node" nvls - 4 1 4 NVLS allreduce 4K
 # Forced, on any shape; excluded; per collective.
 expect "forced, 1 node" hierarchical - 2 2 2 hierarchical allreduce 256K
 expect "forced, 4 nodes x 1" hierarchical - 4 1 1 HIERARCHICAL allreduce 4K

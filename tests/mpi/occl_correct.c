@@ -61,8 +61,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mpitest.h"
-#include "occl.h"
+#include "occltest.h"
 
 #define LARGE_COUNT ((size_t)(1 << 20) + 3)
 #define GUARD 67 /* elements after every buffer that no call may write */
@@ -144,17 +143,6 @@ static bool coll_on[C_NCOLLS];
 static long long n_cases, n_checked, n_mismatch;
 
 static void die(const char *what, const char *detail) { mpitest_fail(__FILE__, __LINE__, what, detail); }
-
-#define CHECK_OCCL(call)                                                                 \
-    do {                                                                                 \
-        occlResult_t check_occl_ = (call);                                               \
-        if (check_occl_ != occlSuccess) {                                                \
-            char detail_[512];                                                           \
-            snprintf(detail_, sizeof detail_, "%s (%s)", occlGetErrorString(check_occl_), \
-                     occlGetLastError(NULL));                                            \
-            mpitest_fail(__FILE__, __LINE__, #call " -> ", detail_);                     \
-        }                                                                                \
-    } while (0)
 
 /* ---- values --------------------------------------------------------------------- */
 
@@ -884,7 +872,6 @@ static bool parse_colls(const char *list)
 
 /* Comm rank of global device g of G: even devices first, then odd ones. */
 static int interleave(int g, int G) { return g % 2 == 0 ? g / 2 : (G + 1) / 2 + g / 2; }
-
 
 int main(int argc, char **argv)
 {

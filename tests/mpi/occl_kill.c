@@ -18,15 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mpitest.h"
-#include "occl.h"
-
-#define OK(call)                                                                         \
-    do {                                                                                 \
-        occlResult_t ok_res_ = (call);                                                   \
-        if (ok_res_ != occlSuccess)                                                      \
-            mpitest_fail(__FILE__, __LINE__, #call " -> ", occlGetErrorString(ok_res_)); \
-    } while (0)
+#include "occltest.h"
 
 static double now_s(void)
 {
@@ -45,25 +37,25 @@ int main(int argc, char **argv)
     CHECK_OR(orGetClusterInfo(&ci));
     occlUniqueId id;
     if (ci.rank == 0)
-        OK(occlGetUniqueId(&id));
+        CHECK_OCCL(occlGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     occlComm_t comm;
-    OK(occlCommInitRank(&comm, ci.nranks, id, ci.rank));
+    CHECK_OCCL(occlCommInitRank(&comm, ci.nranks, id, ci.rank));
     size_t n = 1 << 20;
     float *buf;
     CHECK_OR(orMalloc((void **)&buf, n * sizeof *buf));
     CHECK_OR(orMemset(buf, 0, n * sizeof *buf));
-    OK(occlAllReduce(buf, buf, n, occlFloat32, occlSum, comm, NULL));
+    CHECK_OCCL(occlAllReduce(buf, buf, n, occlFloat32, occlSum, comm, NULL));
     CHECK_OR(orStreamSynchronize(NULL)); /* one that works */
     mpitest_barrier();
     if (ci.rank == victim)
         raise(SIGSTOP);
     double t0 = now_s();
-    OK(occlAllReduce(buf, buf, n, occlFloat32, occlSum, comm, NULL));
+    CHECK_OCCL(occlAllReduce(buf, buf, n, occlFloat32, occlSum, comm, NULL));
     orError_t sync = orStreamSynchronize(NULL);
     double waited = now_s() - t0;
     occlResult_t async;
-    OK(occlCommGetAsyncError(comm, &async));
+    CHECK_OCCL(occlCommGetAsyncError(comm, &async));
     const char *t = getenv("OCCL_TIMEOUT_MS");
     bool ok = (sync == orErrorTimeout || sync == orErrorRemote) &&
               (async == occlTimeout || async == occlRemoteError) &&

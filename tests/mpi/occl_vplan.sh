@@ -19,7 +19,7 @@ fail() { echo "FAIL $*"; failed=$((failed + 1)); }
 # run OUT TIME PLACEMENT OCCL_ALGO COLL BYTES [DEBUG] [ITERS]: one occl_perf job of 8 ranks
 run() {
     out=$1 time=$2 placement=$3 algo=$4 coll=$5 bytes=$6 debug=${7:-INFO} iters=${8:-1}
-    timeout --kill-after=10 300 mpiexec -n 8 env OPENREG_DEVICES=1 OPENREG_TOPO="$topo" \
+    timeout --kill-after=10 300 mpiexec -n 8 env OPENREG_DEVICES=1 OPENREG_TOPO="${TOPO:-$topo}" \
         OPENREG_PLACEMENT="$placement" OPENREG_TIME="$time" OPENREG_DEVICE_PROFILE=a100 \
         OPENREG_DEVICE_MEM=256M OCCL_ALGO="$algo" OCCL_DEBUG="$debug" OCCL_TIMEOUT_MS=120000 \
         ./tests/perf/occl_perf --coll "$coll" -b "$bytes" -e "$bytes" -n "$iters" -w 0 -c 1 \
@@ -68,6 +68,10 @@ expect_min "allreduce 16 MiB, packed" packed allreduce 16M ring tree hierarchica
 [ "$pick" != ring ] || fail "allreduce 16 MiB: the model should not pick ring"
 # 4 KiB, spread: latency-bound, every algorithm a candidate.
 expect_min "allreduce 4 KiB, spread" spread allreduce 4K ring tree direct hierarchical
+# One node of 8 (TOPO replaces the study's topology): nvls is a candidate.
+TOPO="nodes:1 devices:8 intra:300GB/s,1us"
+expect_min "allreduce 16 MiB, one node" packed allreduce 16M ring tree nvls
+unset TOPO
 # Reduce, rooted: the chain and the tree.
 expect_min "reduce 1 MiB, packed" packed reduce 1M ring tree
 

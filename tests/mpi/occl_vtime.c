@@ -41,16 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpitest.h"
-#include "occl.h"
+#include "occltest.h"
 #include "runtime_ext.h"
-
-#define CHECK_OCCL(call)                                                                   \
-    do {                                                                                   \
-        occlResult_t r_ = (call);                                                          \
-        if (r_ != occlSuccess)                                                             \
-            mpitest_fail(__FILE__, __LINE__, #call " -> ", occlGetErrorString(r_));        \
-    } while (0)
 
 static int me, n, wall; /* wall: run the calls only (traces in wall time) */
 static double alpha, beta; /* ns, bytes per ns */

@@ -38,16 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpitest.h"
-#include "occl.h"
+#include "occltest.h"
 #include "runtime_ext.h"
-
-#define CHECK_OCCL(call)                                                                   \
-    do {                                                                                   \
-        occlResult_t r_ = (call);                                                          \
-        if (r_ != occlSuccess)                                                             \
-            mpitest_fail(__FILE__, __LINE__, #call " -> ", occlGetErrorString(r_));        \
-    } while (0)
 
 #define A100_BYTES_PER_NS 2039.0
 

@@ -54,7 +54,7 @@ for r in rows:
     if r["algorithm"] != "auto":
         assert r["algorithm_used"] == r["algorithm"], r
     else:
-        assert r["algorithm_used"] in ("ring", "tree", "hierarchical", "direct"), r
+        assert r["algorithm_used"] in ("ring", "tree", "hierarchical", "direct", "nvls"), r
 # virtual time: larger messages never take less time on the same run
 for k in want:
     ts = [float(r["vtime_us"]) for r in sorted(rows, key=lambda r: int(r["size_bytes"]))

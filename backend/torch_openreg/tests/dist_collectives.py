@@ -25,8 +25,8 @@ import torch.distributed as dist
 
 import torch_openreg
 
-RANK = int(os.environ.get("RANK", os.environ.get("PMI_RANK", "0")))
-SIZE = int(os.environ.get("WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+from dist_common import RANK, SIZE, fail
+
 DEV = torch_openreg.device(0)
 BACKEND = sys.argv[2] if len(sys.argv) > 2 else "occl"
 MIXED = BACKEND != "occl"  # CPU tensors of the default group go to gloo
@@ -40,11 +40,6 @@ OPS = {
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
           torch.int32, torch.int64, torch.bool]
 checks = 0
-
-
-def fail(msg):
-    print(f"rank {RANK}: FAIL: {msg}", flush=True)
-    sys.exit(1)
 
 
 def same(got, want, what):

@@ -18,15 +18,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torch_openreg
 
-RANK = int(os.environ.get("RANK", os.environ.get("PMI_RANK", "0")))
-SIZE = int(os.environ.get("WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+from dist_common import RANK, SIZE, fail
+
 STEPS = 20
 TOL = 1e-5
-
-
-def fail(msg):
-    print(f"rank {RANK}: FAIL: {msg}", flush=True)
-    sys.exit(1)
 
 
 def make_model():

@@ -24,8 +24,8 @@ import torch.distributed as dist
 
 import torch_openreg
 
-RANK = int(os.environ.get("RANK", os.environ.get("PMI_RANK", "0")))
-SIZE = int(os.environ.get("WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+from dist_common import RANK, SIZE, fail
+
 DEV = torch.device("openreg", 0)
 # The reference groups for CPU tensors. With the default group bound to a
 # device, torch gives every new group that device (new_group(backend="gloo")
@@ -33,11 +33,6 @@ DEV = torch.device("openreg", 0)
 GLOO = "cpu:gloo,openreg:occl"
 TIMEOUT = datetime.timedelta(seconds=60)
 checks = 0
-
-
-def fail(msg):
-    print(f"rank {RANK}: FAIL: {msg}", flush=True)
-    sys.exit(1)
 
 
 def same(got, want, what):

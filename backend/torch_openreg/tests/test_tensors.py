@@ -259,3 +259,19 @@ def test_conjugate_and_negative_views_copy_both_ways():
     v = torch.empty(3, 4, dtype=torch.complex64, device="openreg").conj()
     v.copy_(a)  # into a conjugate view
     assert torch.equal(v.cpu().resolve_conj(), a)
+
+
+def test_parameter_data_moves_between_cpu_and_device(dev):
+    # `p.data = p.to(device)`, as FSDP2's fully_shard moves parameters: the
+    # Parameter keeps its identity and autograd state, its data changes device.
+    p = torch.nn.Parameter(torch.arange(4.0))
+    p.data = p.to(dev)
+    assert type(p) is torch.nn.Parameter and p.requires_grad and p.device == dev
+    (p * 2).sum().backward()
+    assert p.grad.device == dev and torch.equal(p.grad.cpu(), torch.full((4,), 2.0))
+    p.data = p.data.cpu()
+    assert p.device.type == "cpu" and torch.equal(p.detach(), torch.arange(4.0))
+    # Only dense tensors: a sparse one may not take a dense device tensor's place.
+    s = torch.arange(4.0).to_sparse()
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        s.data = torch.zeros(4, device=dev)

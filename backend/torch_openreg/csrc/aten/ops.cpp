@@ -265,6 +265,20 @@ at::Scalar local_scalar_dense(const at::Tensor &self) {
     return at::_local_scalar_dense(self.to(at::kCPU));
 }
 
+// `param.data = param.to(device)` (what FSDP2's fully_shard and older
+// model code do) is allowed by the core only between its own dense
+// backends; a dense openreg tensor and a dense CPU one may take each other's
+// place too, as CUDA's and the CPU's may.
+bool has_compatible_shallow_copy_type(const at::Tensor &self, const at::Tensor &from) {
+    if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()))
+        return true;
+    auto dense_here = [](const at::Tensor &t) {
+        return t.layout() == c10::kStrided &&
+               (t.device().is_cpu() || t.device().is_privateuseone());
+    };
+    return dense_here(self) && dense_here(from);
+}
+
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
     if (self.numel() == 0)
         return self;
@@ -359,6 +373,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_local_scalar_dense", &local_scalar_dense);
     m.impl("fill_.Scalar", &fill_scalar);
     m.impl("zero_", &zero_);
+    m.impl("_has_compatible_shallow_copy_type", &has_compatible_shallow_copy_type);
 }
 
 // Copies of conjugate and negative views are copy_from's (copy_with_math_bits).

@@ -407,7 +407,46 @@ bool ProcessGroupOCCL::WorkOCCL::isSuccess() const {
     return completed_ && !exception_;
 }
 
+namespace {
+
+// wait() blocks the host until the work is complete (gloo's semantics,
+// which PyTorch's own suite checks: is_completed() after wait()), unless
+// TORCH_OCCL_BLOCKING_WAIT=0 asks for NCCL's default (see wait()).
+bool blocking_wait() {
+    static const bool blocking = [] {
+        const char *v = std::getenv("TORCH_OCCL_BLOCKING_WAIT");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return blocking;
+}
+
+} // namespace
+
+bool ProcessGroupOCCL::WorkOCCL::stream_wait() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (completed_) {
+            if (exception_)
+                std::rethrow_exception(exception_);
+            return true;
+        }
+    }
+    if (!recorded_ || !comm_)
+        return false; // no event yet (an open coalescing): the host must wait
+    OR_TORCH_CHECK(orStreamWaitEvent(current_stream_handle(comm_->device), event_, 0));
+    return true;
+}
+
 bool ProcessGroupOCCL::WorkOCCL::wait(std::chrono::milliseconds timeout) {
+    // Under TORCH_OCCL_BLOCKING_WAIT=0, as NCCL's by default: without a
+    // timeout, the calling thread's current stream on the work's device
+    // waits for the work, and the host goes on (FSDP2 overlaps its next work
+    // with it). A failure known now is raised now; a later one is logged by
+    // the watcher, fails the future and every later call on the group. A
+    // barrier or a timeout block the host always.
+    if (timeout == kNoTimeout && !blocking_wait() && opType_ != c10d::OpType::BARRIER &&
+        stream_wait())
+        return true;
     // Without a timeout of its own, the wait outlasts OCCL's deadline (the
     // group's timeout) a little, so that OCCL's reason is what the user sees.
     auto limit = timeout == kNoTimeout ? timeout_ + std::chrono::milliseconds(10000) : timeout;
@@ -558,6 +597,7 @@ void ProcessGroupOCCL::shutdown_all() {
 }
 
 void ProcessGroupOCCL::watch() {
+    bool failure_said = false;
     for (;;) {
         c10::intrusive_ptr<WorkOCCL> work;
         {
@@ -569,6 +609,18 @@ void ProcessGroupOCCL::watch() {
         }
         // Every OCCL wait has OCCL_TIMEOUT_MS: the event always completes.
         work->settle(true);
+        // Its waiter may have gone on (a stream-side wait): the first failure
+        // is said here (the later works of the group fail with it).
+        if (!blocking_wait() && !work->isSuccess() && !failure_said) {
+            failure_said = true;
+            try {
+                std::rethrow_exception(work->exception());
+            } catch (const c10::Error &e) {
+                TORCH_WARN("occl: rank ", getRank(), ": ", e.what_without_backtrace());
+            } catch (const std::exception &e) {
+                TORCH_WARN("occl: rank ", getRank(), ": ", e.what());
+            }
+        }
         std::lock_guard<std::mutex> lock(queue_mutex_);
         queue_.pop_front();
     }
@@ -624,6 +676,10 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
     std::string failure;
     try {
         comm = comm_for(device.index());
+        // A communicator that failed fails every later call at once, whether
+        // or not anyone waited on the failed work (a stream-side wait).
+        failure = comm->failure(name);
+        TORCH_CHECK(failure.empty(), failure);
         last_device_ = device.index();
         orStream_t stream = current_stream_handle(device.index());
         if (coalesced && !group_open_) {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -60,7 +61,9 @@ class ProcessGroupOCCL : public c10d::Backend {
         bool isCompleted() override;
         bool isSuccess() const override;
         // Blocks until completion or the timeout (the group's when none is
-        // given); rethrows OCCL's failure as a Python exception.
+        // given); rethrows OCCL's failure as a Python exception. Under
+        // TORCH_OCCL_BLOCKING_WAIT=0 and without a timeout, as NCCL's: the
+        // current stream waits for the work, the host does not.
         bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
         // The outputs are written on the current stream already: nothing to do.
         void synchronize() override;
@@ -76,6 +79,9 @@ class ProcessGroupOCCL : public c10d::Backend {
         void recorded(orStream_t stream);
         // Completes it failed, without an event (its coalescing was dropped).
         void drop(const std::string &why);
+        // wait()'s stream side: the current stream waits for the event;
+        // false if there is no event yet.
+        bool stream_wait();
 
         const char *name_;
         std::shared_ptr<OcclComm> comm_;
@@ -86,7 +92,9 @@ class ProcessGroupOCCL : public c10d::Backend {
         c10::intrusive_ptr<c10::ivalue::Future> future_;
         std::mutex settle_mutex_;
         bool settled_ = false;
-        bool recorded_ = true; // false while its coalescing is open
+        // False while its coalescing is open. Atomic: stream_wait() reads it
+        // without settle_mutex_, which the watcher holds while it blocks.
+        std::atomic<bool> recorded_{true};
     };
 
     ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,

@@ -21,6 +21,7 @@ PACKAGES=(
     libcriterion-dev
     libxml2-dev
     valgrind
+    gdb # backtraces of a test job that hangs (tests/mpi/run-mpi.sh)
     ninja-build
 )
 VENV=.venv

@@ -20,7 +20,8 @@ void (*or_cluster_before_finalize)(void);
 
 static bool launched_by_mpi_launcher(void)
 {
-    return getenv("PMI_RANK") || getenv("PMI_FD") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+    return getenv("PMI_RANK") || getenv("PMI_FD") || getenv("PMI_SIZE") || getenv("PMI_PORT") ||
+           getenv("PMIX_RANK");
 }
 
 static const char *thread_level_name(int level)

@@ -33,6 +33,11 @@ def _autoload():
 
 import torch  # noqa: E402
 
+from . import _torchrun  # noqa: E402
+
+# Workers started by torchrun: one MPI job before the runtime starts.
+_torchrun.bootstrap()
+
 from . import _C  # noqa: E402
 
 DEVICE_TYPE = "openreg"

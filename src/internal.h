@@ -238,6 +238,9 @@ void or_stream_wait_seq(or_stream *s, uint64_t seq);
 orError_t or_stream_take_error(or_stream *s);
 void or_stream_free_pending(or_stream *s);
 void or_stream_unblock(or_stream *s);
+/* An op starts running (its wall start, its activity record's running
+ * state): on a worker, or on a layer's thread (a handed task). */
+void or_stream_op_begin(or_op *op);
 /* An op that completes outside a worker (a remote copy) is done. */
 void or_stream_op_done(or_op *op);
 void or_mark_worker_thread(int device);

@@ -150,12 +150,7 @@ orError_t or_launch_handed_task_held(orStream_t stream,
     return launch_held(stream, NULL, start, data, entry_ns);
 }
 
-void or_handed_task_begin(or_handed_task task)
-{
-    if (or_recording())
-        task->wall_start = or_now_ns();
-    or_activity_set_running(task);
-}
+void or_handed_task_begin(or_handed_task task) { or_stream_op_begin(task); }
 
 void or_handed_task_done(or_handed_task task) { or_stream_op_done(task); }
 

@@ -161,6 +161,13 @@ static void stream_complete(or_stream *s, or_op *op);
 
 void or_stream_op_done(or_op *op) { stream_complete(op->stream, op); }
 
+void or_stream_op_begin(or_op *op)
+{
+    if (or_recording())
+        op->wall_start = or_now_ns();
+    or_activity_set_running(op);
+}
+
 static void stream_complete(or_stream *s, or_op *op)
 {
     if (or_recording())
@@ -282,9 +289,7 @@ static void remote_copy_done(or_proxy_req *req)
 
 static void op_execute(or_stream *s, or_op *op)
 {
-    if (or_recording())
-        op->wall_start = or_now_ns();
-    or_activity_set_running(op);
+    or_stream_op_begin(op);
     switch (op->kind) {
     case OR_OP_KERNEL:
         if (op->u.kernel.nblocks > 1 && s->dev->hw.nthreads > 1) {

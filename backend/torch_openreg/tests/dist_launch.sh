@@ -18,16 +18,9 @@ rc=0
 timeout --kill-after=10 200 ./launch/orrun -n 2 -d 1 -- "$python" "$here/dist_env.py" \
     >"$out" 2>&1 || rc=$?
 cat "$out"
-# Counted as occurrences, not lines: mpiexec forwards the two ranks' output
-# through one stream, where one rank's line can land inside the other's.
-count() { grep -o -- "$1" "$out" | wc -l; }
-ok=$(count 'rank [01]: env:// ok')
-timed=$(count 'rank 0: a missing peer fails the all_reduce')
-gave_up=$(count 'rank 0: wait(timeout=1 s) gives up before OCCL does')
-done=$(count 'rank [01]: done')
-if [ "$rc" -ne 0 ] || [ "$ok" -ne 2 ] || [ "$timed" -ne 1 ] || [ "$gave_up" -ne 1 ] ||
-    [ "$done" -ne 2 ]; then
-    echo "dist launch: FAIL (exit status $rc; env:// ok on $ok ranks, timeout seen $timed, done $done)"
+. "$here/dist_env_expect.sh"
+if ! dist_env_expect "$rc" "$out"; then
+    echo "dist launch: FAIL"
     exit 1
 fi
 echo "dist launch: orrun -n 2 with env://, gloo beside occl, timeout: ok"

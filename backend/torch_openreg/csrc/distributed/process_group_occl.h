@@ -11,13 +11,13 @@
 // get). docs/torch-distributed.md is the user's guide.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>

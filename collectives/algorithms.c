@@ -693,6 +693,7 @@ occlResult_t occl_run_calls(occl_call *calls, int n)
         size_t bytes = calls[i].count * occl_type_size(calls[i].type);
         xf[i] = calls[i].coll == OCCL_COLL_SEND ? send_x(calls[i].root, calls[i].sendbuff, bytes)
                                                 : recv_x(calls[i].root, calls[i].recvbuff, bytes);
+        xf[i].p2p = true;
     }
     occlResult_t res = occl_xfers_run(calls[0].comm, xf, n);
     free(xf);

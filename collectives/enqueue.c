@@ -78,6 +78,12 @@ static void task_run(occl_task *t)
         while (j < t->n && (t->calls[j].coll == OCCL_COLL_SEND || t->calls[j].coll == OCCL_COLL_RECV))
             j++;
         int m = j > i ? j - i : 1;
+        if (t->calls[i].source) { /* a receive from any source, alone in its task */
+            res = occl_xfer_probe(comm, &t->calls[i].root);
+            if (res != occlSuccess)
+                break;
+            *t->calls[i].source = t->calls[i].root;
+        }
         res = occl_vrun(&t->calls[i], m, &clock);
         i += m;
     }
@@ -297,7 +303,13 @@ static occlResult_t enqueue(occl_call *c)
         res = occl_fail(occlInvalidUsage, "%s: the communicator is finalized", occl_coll_name(c->coll));
     else if ((unsigned)c->type >= occlNumTypes)
         res = occl_fail(occlInvalidArgument, "%s: unknown data type %d", occl_coll_name(c->coll), (int)c->type);
-    else if (has_root(c->coll) && (c->root < 0 || c->root >= c->comm->nranks))
+    else if (c->source && grp.depth)
+        res = occl_fail(occlInvalidUsage, "RecvAnySource: not in a group (the calls of a group "
+                                          "are matched before they run; its sender is known "
+                                          "only when it runs)");
+    else if (c->source && c->comm->nranks == 1)
+        res = occl_fail(occlInvalidUsage, "RecvAnySource: the communicator has no other rank");
+    else if (has_root(c->coll) && !c->source && (c->root < 0 || c->root >= c->comm->nranks))
         res = occl_fail(occlInvalidArgument, "%s: %s %d is not in [0, %d)", occl_coll_name(c->coll),
                         c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV ? "peer" : "root",
                         c->root, c->comm->nranks);
@@ -421,5 +433,16 @@ occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int
                       occlComm_t comm, orStream_t stream)
 {
     occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1};
+    return enqueue(&c);
+}
+
+occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t datatype, int *peer,
+                               occlComm_t comm, orStream_t stream)
+{
+    if (!peer)
+        return occl_group_fail(occl_fail(occlInvalidArgument, "RecvAnySource: peer is NULL"));
+    *peer = -1;
+    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, -1, stream, -1,
+                   peer};
     return enqueue(&c);
 }

@@ -130,6 +130,12 @@ occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatyp
                       occlComm_t comm, orStream_t stream);
 occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream);
+/* Not in NCCL: a receive from whichever rank's next point-to-point send to
+ * this rank comes first (MPI_ANY_SOURCE), of exactly count elements. *peer
+ * is -1 at the call and that rank once the receive has found its sender, in
+ * stream order: read it after synchronizing the stream. Not in a group. */
+occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t datatype, int *peer,
+                               occlComm_t comm, orStream_t stream);
 
 /* Groups: calls between Start and End are launched together at End, so one
  * thread can drive several devices and matching sends and receives. */

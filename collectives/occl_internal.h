@@ -66,7 +66,8 @@ typedef struct occl_slot {
     _Atomic uint64_t seq; /* transfers posted to this peer */
     or_mem_ref ref;       /* where the bytes of transfer `seq` are */
     uint64_t bytes;
-    char pad[64 - 8 - sizeof(or_mem_ref) - 8];
+    uint32_t p2p; /* transfer `seq` is of a point-to-point call (occlRecvAnySource matches it) */
+    char pad[64 - 8 - sizeof(or_mem_ref) - 8 - 4];
 } occl_slot;
 
 /* Per rank, in its device's memory (shared within its node). */
@@ -113,6 +114,7 @@ struct occlComm {
     struct occl_task *runner_head, *runner_tail;
     bool runner_started, runner_stop;
     char last_error[256];
+    int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Ops made by occlRedOpCreatePreMulSum: op = occlNumOps + index. */
     struct occl_premul_op {
         bool used;
@@ -171,6 +173,9 @@ typedef struct occl_xfer {
     int peer;
     void *buf;       /* send: source; recv: destination */
     size_t bytes;
+    /* Of a point-to-point call (occlSend, occlRecv), not a collective's step:
+     * its mailbox post is marked and its MPI messages go in job.p2p_comm. */
+    bool p2p;
     /* A receive may reduce instead of copying: buf = with (op) incoming, where
      * with may be buf itself. */
     bool reduce;
@@ -210,6 +215,10 @@ typedef struct occl_xfer {
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
 /* Let the sender of a held receive go on (its bytes are no longer read). */
 void occl_xfer_release(occlComm_t comm, occl_xfer *x);
+/* Wait until some peer's next transfer to this rank is a point-to-point send
+ * that has been posted, and name that peer (occlRecvAnySource); occlTimeout
+ * at the deadline. */
+occlResult_t occl_xfer_probe(occlComm_t comm, int *peer);
 
 /* One collective or point-to-point call, copied at enqueue. */
 typedef enum {
@@ -238,6 +247,9 @@ typedef struct occl_call {
     int root; /* or peer */
     orStream_t stream;
     int stream_device; /* where stream runs: NULL means that device's default stream */
+    /* occlRecvAnySource: the caller's variable that gets the sender's rank;
+     * root is -1 until the task finds the sender. */
+    int *source;
 } occl_call;
 
 /* Run one call now (on the device's worker, in stream order). */

@@ -8,10 +8,13 @@
  * copying or reducing them into its own, then acknowledges. No MPI, no
  * intermediate buffer, and the sender's buffer is never reused early.
  * Other nodes: MPI_Isend / MPI_Irecv in pieces (a quarter of the transfer,
- * at least 1 MiB). A receive that reduces keeps OCCL_NET_DEPTH pieces
- * posted into the communicator's staging memory and reduces each as it
- * lands, so the network fills the next piece while the current one is
- * reduced.
+ * at least 1 MiB), point-to-point calls' in an MPI communicator of their
+ * own. A receive that reduces keeps OCCL_NET_DEPTH pieces posted into the
+ * communicator's staging memory and reduces each as it lands, so the network
+ * fills the next piece while the current one is reduced.
+ * A receive from any source (occlRecvAnySource) first looks for the peer
+ * whose next transfer to this rank is a point-to-point send, in the mailboxes
+ * and with MPI_Iprobe, then receives from it as from a named peer.
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -61,6 +64,13 @@ static int tag_of(occlComm_t comm, int src, int dst)
     return comm->tag_base | (src << 10) | dst;
 }
 
+/* A collective's traffic and point-to-point calls' go in separate MPI
+ * contexts: a receive from any source probes the second only. */
+static MPI_Comm net_comm(occlComm_t comm, const occl_xfer *x)
+{
+    return x->p2p ? comm->job.p2p_comm : comm->job.comm;
+}
+
 /* Pieces of a network transfer: a quarter of it, at least OCCL_NET_PIECE
  * (so a receive that reduces overlaps the reduction of one piece with the
  * arrival of the next, while each piece's MPI hand-shake, which waits for
@@ -86,7 +96,7 @@ static occlResult_t post_piece(occlComm_t comm, occl_xfer *x, int k)
 {
     void *dst = (char *)x->staging + (size_t)(k % OCCL_NET_DEPTH) * x->piece;
     if (MPI_Irecv(dst, (int)piece_len(x, k), MPI_BYTE, comm->peers[x->peer].world_rank,
-                  tag_of(comm, x->peer, comm->rank), comm->job.comm,
+                  tag_of(comm, x->peer, comm->rank), net_comm(comm, x),
                   &x->req[k % OCCL_NET_DEPTH]) != MPI_SUCCESS)
         return occl_fail(occlSystemError, "MPI_Irecv from rank %d failed", x->peer);
     x->next_post = k + 1;
@@ -144,8 +154,8 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
         char *at = (char *)x->buf + (size_t)k * x->piece;
         int len = (int)(x->bytes ? piece_len(x, k) : 0);
         int rc = x->kind == OCCL_XFER_SEND
-                     ? MPI_Isend(at, len, MPI_BYTE, p->world_rank, tag, comm->job.comm, &x->req[k])
-                     : MPI_Irecv(at, len, MPI_BYTE, p->world_rank, tag, comm->job.comm, &x->req[k]);
+                     ? MPI_Isend(at, len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[k])
+                     : MPI_Irecv(at, len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[k]);
         if (rc != MPI_SUCCESS)
             return occl_fail(occlSystemError, "MPI_%s rank %d failed",
                              x->kind == OCCL_XFER_SEND ? "Isend to" : "Irecv from", x->peer);
@@ -180,6 +190,7 @@ static bool post_send(occlComm_t comm, occl_xfer *x)
     occl_slot *s = out_slot(comm->ctrl, x->peer);
     s->ref = x->ref;
     s->bytes = x->bytes;
+    s->p2p = x->p2p;
     atomic_store_explicit(&s->seq, x->seq, memory_order_release);
     ring_bell(p->ctrl);
     x->state = XFER_WAIT;
@@ -314,6 +325,24 @@ static void cancel(occlComm_t comm, occl_xfer *x)
     x->staging = NULL;
 }
 
+/* Nothing moved for `idle` looks in a row. Peers may share our core: spin
+ * briefly, yield a little, then sleep until a peer rings the bell read
+ * before the last look (network traffic is polled every 50 us). */
+static void idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline)
+{
+    if (idle < 64) {
+        or_cpu_relax();
+    } else if (idle < 80) {
+        sched_yield();
+    } else {
+        uint64_t now = or_now_ns();
+        uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
+        if (nap > 100000000u)
+            nap = 100000000u;
+        sleep_on_bell(comm->ctrl, bell, nap);
+    }
+}
+
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
 {
     occlResult_t err = occlSuccess;
@@ -383,22 +412,10 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
             idle = 0;
             continue;
         }
-        /* Peers may share our core: spin briefly, yield a little, then sleep
-         * until a peer rings (network transfers are polled every 50 us). */
         bool network = false;
         for (int i = 0; i < n; i++)
             network |= x[i].state == XFER_WAIT && x[i].nreq > 0;
-        if (++idle < 64) {
-            or_cpu_relax();
-        } else if (idle < 80) {
-            sched_yield();
-        } else {
-            uint64_t now = or_now_ns();
-            uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
-            if (nap > 100000000u)
-                nap = 100000000u;
-            sleep_on_bell(comm->ctrl, bell, nap);
-        }
+        idle_wait(comm, ++idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
                                          "OCCL_TIMEOUT_MS", comm->rank);
@@ -409,4 +426,50 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
                 cancel(comm, &x[i]);
     free(before);
     return err;
+}
+
+/* Whether peer j's next transfer to this rank is a posted point-to-point send. */
+static bool p2p_arrived(occlComm_t comm, int j, occlResult_t *err)
+{
+    occl_peer *p = &comm->peers[j];
+    if (same_node(comm, j)) {
+        occl_slot *in = out_slot(p->ctrl, comm->rank);
+        return atomic_load_explicit(&in->seq, memory_order_acquire) > p->received && in->p2p;
+    }
+    int flag = 0;
+    if (MPI_Iprobe(p->world_rank, tag_of(comm, j, comm->rank), comm->job.p2p_comm, &flag,
+                   MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        *err = occl_fail(occlRemoteError, "MPI_Iprobe for rank %d failed", j);
+    return flag != 0;
+}
+
+occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
+{
+    int n = comm->nranks;
+    bool network = false;
+    for (int j = 0; j < n; j++)
+        network |= j != comm->rank && !same_node(comm, j);
+    uint64_t deadline = occl_deadline();
+    occlResult_t err = occlSuccess;
+    for (unsigned idle = 1;; idle++) {
+        uint32_t bell = atomic_load(&comm->ctrl->doorbell);
+        /* Round robin from the peer after the last one found: a rank that
+         * sends all the time cannot starve the others. */
+        for (int k = 1; k <= n && err == occlSuccess; k++) {
+            int j = (comm->probe_from + k) % n;
+            if (j != comm->rank && p2p_arrived(comm, j, &err)) {
+                comm->probe_from = j;
+                *peer = j;
+                return occlSuccess;
+            }
+        }
+        if (err != occlSuccess)
+            return err;
+        if (atomic_load(&comm->async_error) != occlSuccess)
+            return occl_fail(occlInvalidUsage, "the communicator was aborted");
+        idle_wait(comm, idle, bell, network, deadline);
+        if ((idle & 15) == 0 && or_now_ns() > deadline)
+            return occl_fail(occlTimeout, "rank %d: RecvAnySource: no rank sent to it within "
+                                          "OCCL_TIMEOUT_MS", comm->rank);
+    }
 }

@@ -557,8 +557,10 @@ static uint64_t my_bps(occlComm_t comm)
 
 /* Send this rank's entry to each of peers[] and receive theirs into
  * info[peer]. The bytes go from a device scratch (intra-node sends are read
- * from device memory). */
-static occlResult_t exchange(occlComm_t comm, const int *peers, int npeers, vinfo mine, vinfo *info)
+ * from device memory). Before point-to-point calls (p2p) the exchange is
+ * their traffic: a receive from any source finds its sender by it. */
+static occlResult_t exchange(occlComm_t comm, const int *peers, int npeers, bool p2p, vinfo mine,
+                             vinfo *info)
 {
     info[comm->rank] = mine;
     if (!npeers)
@@ -573,9 +575,10 @@ static occlResult_t exchange(occlComm_t comm, const int *peers, int npeers, vinf
     if (res == occlSuccess) {
         *dev = mine;
         for (int i = 0; i < npeers; i++) {
-            xf[2 * i] = (occl_xfer){.kind = OCCL_XFER_SEND, .peer = peers[i], .buf = dev, .bytes = sizeof mine};
+            xf[2 * i] = (occl_xfer){.kind = OCCL_XFER_SEND, .peer = peers[i], .buf = dev,
+                                    .bytes = sizeof mine, .p2p = p2p};
             xf[2 * i + 1] = (occl_xfer){.kind = OCCL_XFER_RECV, .peer = peers[i], .buf = &info[peers[i]],
-                                        .bytes = sizeof mine};
+                                        .bytes = sizeof mine, .p2p = p2p};
         }
         res = occl_xfers_run(comm, xf, 2 * npeers);
     }
@@ -694,7 +697,7 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
                 peers[npeers++] = j;
         }
         if (res == occlSuccess)
-            res = exchange(comm, peers, npeers, (vinfo){entry, my_bps(comm)}, info);
+            res = exchange(comm, peers, npeers, p2p, (vinfo){entry, my_bps(comm)}, info);
     }
     /* Every rank's bandwidth, for the planner too (tuning.c replays the
      * candidates with them): the same vector on every rank. */

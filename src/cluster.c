@@ -12,7 +12,8 @@
 #include "log.h"
 #include "topo.h"
 
-or_cluster or_cl = {.comm = MPI_COMM_NULL, .coll_comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL};
+or_cluster or_cl = {.comm = MPI_COMM_NULL, .coll_comm = MPI_COMM_NULL, .p2p_comm = MPI_COMM_NULL,
+                    .node_comm = MPI_COMM_NULL};
 
 /* Set by the runtime: stops whatever uses MPI (the proxy thread) before the
  * application's own MPI_Finalize takes MPI away. */
@@ -46,6 +47,8 @@ static void release_mpi_objects(void)
         MPI_Comm_free(&or_cl.comm);
     if (or_cl.coll_comm != MPI_COMM_NULL)
         MPI_Comm_free(&or_cl.coll_comm);
+    if (or_cl.p2p_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&or_cl.p2p_comm);
 }
 
 static void detach_from_mpi(void)
@@ -281,10 +284,12 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
         return err;
     MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.comm);
     MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.coll_comm);
+    MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.p2p_comm);
     /* A dead peer must be an error the runtime reports, not the end of this
      * process too. */
     MPI_Comm_set_errhandler(or_cl.comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(or_cl.coll_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(or_cl.p2p_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(or_cl.comm, &or_cl.rank);
     MPI_Comm_size(or_cl.comm, &or_cl.nranks);
 

@@ -46,8 +46,8 @@ void *or_mem_import(const or_mem_ref *ref)
 orError_t or_job(or_job_view *view)
 {
     OR_API_BEGIN();
-    *view = (or_job_view){or_cl.mpi, or_cl.mpi ? or_cl.coll_comm : MPI_COMM_NULL, or_cl.rank,
-                          or_cl.nranks, or_cl.node, or_cl.rank_node, or_cl.job_id,
+    *view = (or_job_view){or_cl.mpi, or_cl.mpi ? or_cl.coll_comm : MPI_COMM_NULL,
+                          or_cl.mpi ? or_cl.p2p_comm : MPI_COMM_NULL, or_cl.rank, or_cl.nranks, or_cl.node, or_cl.rank_node, or_cl.job_id,
                           or_cl.topo, or_cl.topo_device};
     return orSuccess;
 }

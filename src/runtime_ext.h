@@ -32,6 +32,9 @@ void *or_mem_import(const or_mem_ref *ref);
 typedef struct or_job_view {
     bool mpi;          /* more than one process may take part */
     MPI_Comm comm;     /* for the collectives alone (MPI_COMM_NULL without MPI) */
+    /* For their point-to-point calls: a context of its own, so that a
+     * receive from any source matches sends, never a collective's traffic. */
+    MPI_Comm p2p_comm;
     int rank, nranks;  /* world */
     int node;          /* virtual node of this rank */
     const int *rank_node; /* virtual node of every world rank */

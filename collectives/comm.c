@@ -245,16 +245,29 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
         snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
 }
 
+/* Ranks that pick different algorithms for one collective would run
+ * different schedules against each other: the runtime's start-up compares
+ * OCCL_ALGO across ranks with its own settings. */
+__attribute__((constructor)) static void occl_settings_register(void)
+{
+    or_config_must_agree("OCCL_ALGO");
+}
+
 /* ---- unique ids -------------------------------------------------------------- */
 
 occlResult_t occlGetUniqueId(occlUniqueId *uniqueId)
 {
     if (!uniqueId)
         return occl_fail(occlInvalidArgument, "uniqueId is NULL");
-    or_job_view job;
-    if (or_job(&job) != orSuccess)
+    /* Only the root's world rank and the job's identity: on world rank 0,
+     * NCCL's usual root, that needs no other rank, so the id can be made
+     * before the others make their first call (they wait for it in an
+     * MPI_Bcast). */
+    int rank;
+    uint64_t job_id;
+    if (or_job_identity(&rank, &job_id) != orSuccess)
         return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
-    unique_id u = {ID_MAGIC, job.job_id, 0, job.rank};
+    unique_id u = {ID_MAGIC, job_id, 0, rank};
     if (getrandom(&u.id, sizeof u.id, 0) != sizeof u.id)
         return occl_fail(occlSystemError, "no random numbers");
     memset(uniqueId, 0, sizeof *uniqueId);

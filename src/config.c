@@ -76,6 +76,10 @@ static const or_param params[] = {
      "round robin (spread), or take the topology devices a file gives each rank "
      "(docs/topology.md#placement-files)",
      0, 0, placement_choices, offsetof(or_config, placement)},
+    {"OPENREG_TIMEOUT_MS", OR_PARAM_INT, "300000", "an integer from 1 to 1000000000000",
+     "milliseconds a rank waits for the others at start-up (every rank's first call that "
+     "needs them) before it gives up; the largest, about 31 years, waits for ever",
+     1, OR_TIMEOUT_MS_MAX, NULL, offsetof(or_config, timeout_ms)},
     {"OPENREG_IPC_CHILDREN", OR_PARAM_CHOICE, "0", "0 or 1",
      "1: a process started alone (not under MPI) keeps its device memory in a shared segment "
      "and sets OPENREG_IPC_PARENT, so that the processes it starts can open its IPC handles",

@@ -58,9 +58,10 @@ static const or_param params[] = {
      "clock of events, orEventElapsedTime and traces: the host's, or a modelled clock per "
      "stream charged from the device profile and the copy paths (docs/virtual-time.md)",
      0, 0, time_choices, offsetof(or_config, time)},
-    {"OPENREG_TRACE", OR_PARAM_STRING, NULL, "a file name, like trace.json",
+    {"OPENREG_TRACE", OR_PARAM_STRING, NULL, "a file name, like trace.json, or a directory",
      "write a Chrome trace-event file of every kernel, copy, memset, host function and event "
-     "at exit; under MPI each rank writes NAME.rankN.json (docs/tracing.md)",
+     "at exit; under MPI each rank writes NAME.rankN.json; a directory gets DIR/trace.json "
+     "(DIR/trace.rankN.json under MPI) (docs/tracing.md)",
      0, 0, NULL, offsetof(or_config, trace)},
     {"OPENREG_TRACE_BUFFER", OR_PARAM_INT, "262144", "an integer from 1024 to 67108864",
      "trace records kept per thread; later ones are dropped and counted", 1024, 67108864, NULL,

@@ -116,6 +116,25 @@ Test(config, trace_unwritable)
 {
     expect_bad_env_hint("OPENREG_TRACE", "/nonexistent-dir/trace.json", "cannot create");
 }
+/* A directory gets the trace inside it, not a sibling file next to it. */
+Test(config, trace_directory)
+{
+    char dir[] = "/tmp/openreg-trace-dir-XXXXXX", file[64], sibling[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/trace.json", dir);
+    snprintf(sibling, sizeof sibling, "%s.json", dir);
+    set_env("OPENREG_TRACE", dir);
+    int count = 0;
+    CHECK_OR(orGetDeviceCount(&count));
+    cr_assert_eq(access(file, F_OK), 0, "no %s", file);
+    cr_assert_neq(access(sibling, F_OK), 0, "%s written", sibling);
+    unlink(file);
+    rmdir(dir);
+}
+Test(config, trace_directory_missing)
+{
+    expect_bad_env_hint("OPENREG_TRACE", "/nonexistent-dir/", "/nonexistent-dir/trace.json");
+}
 Test(config, trace_buffer_too_small) { expect_bad_env_hint("OPENREG_TRACE_BUFFER", "10", "1024"); }
 /* Numbers past what a long long holds, or near it, are out of range, never
  * wrapped or cut to a default. */

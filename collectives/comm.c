@@ -218,14 +218,23 @@ void *occl_scratch(occlComm_t comm, int slot, size_t bytes)
         orFree(comm->scratch[slot]);
     comm->scratch[slot] = NULL;
     comm->scratch_bytes[slot] = 0;
+    /* Rounding up only spares reallocations: a device too small for it
+     * still gets the bytes the call needs. */
     size_t want = scratch_round(bytes);
     void *p = NULL;
-    if (orMalloc(&p, want) == orSuccess) {
+    orError_t err = orMalloc(&p, want);
+    if (err != orSuccess && want > bytes)
+        err = orMalloc(&p, want = bytes);
+    if (err == orSuccess) {
         comm->scratch[slot] = p;
         comm->scratch_bytes[slot] = want;
     } else {
+        size_t free_bytes = 0, total = 0;
+        orMemGetInfo(&free_bytes, &total);
         p = NULL;
-        occl_fail(occlUnhandledDeviceError, "no device memory for %zu bytes of scratch", bytes);
+        occl_fail(occlUnhandledDeviceError, "no device memory for %zu bytes of scratch on device %d "
+                  "(%zu bytes free of %zu; OPENREG_DEVICE_MEM sets the size)",
+                  bytes, comm->device, free_bytes, total);
     }
     orSetDevice(prev);
     return p;

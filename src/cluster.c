@@ -478,7 +478,9 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
 
     /* All ranks start, or none: a rank with a bad setting, or settings that
      * differ between ranks, must not leave the others waiting below. */
-    start_record mine = {.ok = config_ok};
+    start_record mine;
+    memset(&mine, 0, sizeof mine); /* padding too: it is sent */
+    mine.ok = config_ok;
     for (int i = 0; i < agree_count && config_ok; i++) {
         char text[AGREE_TEXT];
         agree_value(cfg, i, text, sizeof text);
@@ -572,6 +574,8 @@ bool or_cluster_agree(bool ok)
 {
     if (!or_cl.mpi)
         return ok;
+    if (or_cl.stalled)
+        return false; /* a step timed out: MPI is not used again */
     int all = ok;
     MPI_Request req;
     if (MPI_Iallreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, or_cl.comm, &req) != MPI_SUCCESS ||
@@ -614,7 +618,7 @@ orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
     MPI_Request req;
     MPI_Iallgather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, or_cl.node_comm, &req);
     if ((err = start_wait(&req, "sharing device memory")) != orSuccess)
-        goto out;
+        goto unlink;
     int total = 0;
     for (int i = 0; i < m; i++) {
         displs[i] = total;
@@ -628,7 +632,7 @@ orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
     }
     MPI_Iallgatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, or_cl.node_comm, &req);
     if ((err = start_wait(&req, "sharing device memory")) != orSuccess)
-        goto out;
+        goto unlink;
     int nrec = total / (int)sizeof *all;
     for (int i = 0; i < nrec; i++) {
         if (all[i].rank == or_cl.rank)
@@ -652,6 +656,7 @@ orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
     orError_t waited = start_wait(&req, "sharing device memory");
     if (err == orSuccess)
         err = waited;
+unlink: /* also when the others did not come: this rank's names go */
     for (int d = 0; d < ndevices; d++)
         shm_unlink(shm_names[d]);
 out:

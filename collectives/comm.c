@@ -10,6 +10,7 @@
  * occlGroupStart/End are deferred to occlGroupEnd and run together, so one
  * thread can create the communicators of all its devices.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,22 +99,54 @@ occlResult_t occlGetVersion(int *version)
     return occlSuccess;
 }
 
+/* ---- settings ---------------------------------------------------------------- */
+
+/* The longest OCCL_TIMEOUT_MS, about 31.7 years: waits for ever in practice,
+ * and 10^12 ms in ns stays below 2^63, so now + timeout overflows neither a
+ * uint64_t deadline nor a signed one. */
+#define TIMEOUT_MS_MAX 1000000000000LL
+#define TIMEOUT_MS_DEFAULT 300000LL /* five minutes, as generous as a training step needs */
+
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+static uint64_t timeout_ns = (uint64_t)TIMEOUT_MS_DEFAULT * 1000000u;
+static char settings_error[200]; /* empty: the settings are valid */
+
+static void settings_read(void)
+{
+    const char *env = getenv("OCCL_TIMEOUT_MS");
+    if (env) {
+        char *end;
+        errno = 0;
+        long long ms = strtoll(env, &end, 10);
+        /* Digits only: no sign, no space, nothing after, in range. */
+        if (*env < '0' || *env > '9' || errno || *end || ms < 1 || ms > TIMEOUT_MS_MAX)
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_TIMEOUT_MS='%.40s' is not valid: expected an integer from 1 to %lld "
+                     "(milliseconds; the largest, about 31 years, waits for ever)",
+                     env, TIMEOUT_MS_MAX);
+        else
+            timeout_ns = (uint64_t)ms * 1000000u;
+    }
+    const char *dbg = getenv("OCCL_DEBUG");
+    if (dbg && strcmp(dbg, "INFO") == 0)
+        occl_log_threshold = OCCL_LOG_INFO;
+    if (dbg && strcmp(dbg, "TRACE") == 0)
+        occl_log_threshold = OCCL_LOG_TRACE;
+    if (settings_error[0])
+        OCCL_WARN("%s", settings_error); /* once: every call that needs it fails with it */
+}
+
+/* occlInvalidArgument, with the reason as the call's error, while a
+ * setting is not valid: no call runs on a silent default. */
+static occlResult_t settings_check(void)
+{
+    pthread_once(&settings_once, settings_read);
+    return settings_error[0] ? occl_fail(occlInvalidArgument, "%s", settings_error) : occlSuccess;
+}
+
 uint64_t occl_deadline(void)
 {
-    static uint64_t timeout_ns;
-    if (!timeout_ns) {
-        const char *env = getenv("OCCL_TIMEOUT_MS");
-        char *end;
-        long long ms = env ? strtoll(env, &end, 10) : 0;
-        if (!env || *end || ms <= 0)
-            ms = 300000; /* five minutes, as generous as a training step needs */
-        timeout_ns = (uint64_t)ms * 1000000u;
-        const char *dbg = getenv("OCCL_DEBUG");
-        if (dbg && strcmp(dbg, "INFO") == 0)
-            occl_log_threshold = OCCL_LOG_INFO;
-        if (dbg && strcmp(dbg, "TRACE") == 0)
-            occl_log_threshold = OCCL_LOG_TRACE;
-    }
+    pthread_once(&settings_once, settings_read);
     return or_now_ns() + timeout_ns;
 }
 
@@ -185,14 +218,23 @@ void *occl_scratch(occlComm_t comm, int slot, size_t bytes)
         orFree(comm->scratch[slot]);
     comm->scratch[slot] = NULL;
     comm->scratch_bytes[slot] = 0;
+    /* Rounding up only spares reallocations: a device too small for it
+     * still gets the bytes the call needs. */
     size_t want = scratch_round(bytes);
     void *p = NULL;
-    if (orMalloc(&p, want) == orSuccess) {
+    orError_t err = orMalloc(&p, want);
+    if (err != orSuccess && want > bytes)
+        err = orMalloc(&p, want = bytes);
+    if (err == orSuccess) {
         comm->scratch[slot] = p;
         comm->scratch_bytes[slot] = want;
     } else {
+        size_t free_bytes = 0, total = 0;
+        orMemGetInfo(&free_bytes, &total);
         p = NULL;
-        occl_fail(occlUnhandledDeviceError, "no device memory for %zu bytes of scratch", bytes);
+        occl_fail(occlUnhandledDeviceError, "no device memory for %zu bytes of scratch on device %d "
+                  "(%zu bytes free of %zu; OPENREG_DEVICE_MEM sets the size)",
+                  bytes, comm->device, free_bytes, total);
     }
     orSetDevice(prev);
     return p;
@@ -245,16 +287,32 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
         snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
 }
 
+/* Ranks that pick different algorithms for one collective would run
+ * different schedules against each other: the runtime's start-up compares
+ * OCCL_ALGO across ranks with its own settings. */
+__attribute__((constructor)) static void occl_settings_register(void)
+{
+    or_config_must_agree("OCCL_ALGO");
+}
+
 /* ---- unique ids -------------------------------------------------------------- */
 
 occlResult_t occlGetUniqueId(occlUniqueId *uniqueId)
 {
     if (!uniqueId)
         return occl_fail(occlInvalidArgument, "uniqueId is NULL");
-    or_job_view job;
-    if (or_job(&job) != orSuccess)
+    occlResult_t res = settings_check();
+    if (res != occlSuccess)
+        return res;
+    /* Only the root's world rank and the job's identity: on world rank 0,
+     * NCCL's usual root, that needs no other rank, so the id can be made
+     * before the others make their first call (they wait for it in an
+     * MPI_Bcast). */
+    int rank;
+    uint64_t job_id;
+    if (or_job_identity(&rank, &job_id) != orSuccess)
         return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
-    unique_id u = {ID_MAGIC, job.job_id, 0, job.rank};
+    unique_id u = {ID_MAGIC, job_id, 0, rank};
     if (getrandom(&u.id, sizeof u.id, 0) != sizeof u.id)
         return occl_fail(occlSystemError, "no random numbers");
     memset(uniqueId, 0, sizeof *uniqueId);
@@ -429,10 +487,12 @@ static occlResult_t wait_request(MPI_Request *req, uint64_t deadline)
 /* Bootstrap every pending init of this thread's group together. */
 static occlResult_t bootstrap(pending_init *pi, int n)
 {
+    occlResult_t res = settings_check();
+    if (res != occlSuccess)
+        return res;
     or_job_view job;
     if (or_job(&job) != orSuccess)
         return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
-    occlResult_t res = occlSuccess;
     for (int i = 0; i < n && res == occlSuccess; i++)
         res = comm_alloc(&pi[i], &job);
     uint64_t deadline = occl_deadline();
@@ -594,6 +654,9 @@ static occlResult_t check_init(occlComm_t *comm, int nranks, const occlUniqueId 
         return occl_fail(occlInvalidArgument, "comm is NULL");
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return occl_fail(occlInvalidArgument, "rank %d is not in [0, %d)", rank, nranks);
+    occlResult_t res = settings_check();
+    if (res != occlSuccess)
+        return res;
     memcpy(u, commId->internal, sizeof *u);
     or_job_view job;
     if (or_job(&job) != orSuccess)

@@ -2,6 +2,9 @@
 #include "cluster.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sync.h"
 #include "topo.h"
 
 or_cluster or_cl = {.comm = MPI_COMM_NULL, .coll_comm = MPI_COMM_NULL, .p2p_comm = MPI_COMM_NULL,
@@ -39,8 +43,8 @@ static void release_mpi_objects(void)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized)
-        return;
+    if (finalized || or_cl.stalled)
+        return; /* a request stalled at start-up still names them */
     if (or_cl.node_comm != MPI_COMM_NULL)
         MPI_Comm_free(&or_cl.node_comm);
     if (or_cl.comm != MPI_COMM_NULL)
@@ -71,6 +75,18 @@ int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
+/* The runtime's threads call MPI, so it needs MPI_THREAD_MULTIPLE. A program
+ * written for CUDA and NCCL calls a plain MPI_Init (NCCL's own examples do),
+ * which MPICH answers with MPI_THREAD_SINGLE: the library provides MPI_Init
+ * through the profiling interface, as MPI_Finalize, and asks for
+ * MPI_THREAD_MULTIPLE, which the standard lets MPI_Init provide. An explicit
+ * MPI_Init_thread keeps the level the program asked for. */
+int MPI_Init(int *argc, char ***argv)
+{
+    int provided;
+    return PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+}
+
 /* Fallback for a program that reaches PMPI_Finalize another way: MPI deletes
  * MPI_COMM_SELF's attributes first thing in finalize. */
 static int self_delete(MPI_Comm comm, int keyval, void *value, void *extra)
@@ -84,6 +100,161 @@ static orError_t fail(const char *fmt, const char *detail)
     fprintf(stderr, "openreg: ");
     fprintf(stderr, fmt, detail);
     fputc('\n', stderr);
+    return orErrorInitialization;
+}
+
+/* The job's identity is drawn once per process; rank 0's is the job's (the
+ * start-up hands it to every rank), so rank 0 knows it before start-up. */
+static pthread_once_t identity_once = PTHREAD_ONCE_INIT;
+static bool identity_drawn;
+
+static void identity_draw(void)
+{
+    identity_drawn = getrandom(&or_cl.job_id, sizeof or_cl.job_id, 0) == sizeof or_cl.job_id &&
+                     getrandom(or_cl.job_key, sizeof or_cl.job_key, 0) == sizeof or_cl.job_key;
+}
+
+bool or_cluster_identity_alone(int *rank, uint64_t *job_id)
+{
+    int initialized = 0, finalized = 0, level = MPI_THREAD_SINGLE, r = -1;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return false; /* alone, or MPI to start: start-up says which */
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE)
+        return false; /* start-up refuses it, with its message */
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    if (r != 0)
+        return false;
+    pthread_once(&identity_once, identity_draw);
+    if (!identity_drawn)
+        return false;
+    *rank = 0;
+    *job_id = or_cl.job_id;
+    return true;
+}
+
+/* Wait for one request of the start-up, backing off to sleep (ranks may
+ * outnumber cores), for at most OPENREG_TIMEOUT_MS: a rank whose peers never
+ * make their first call (they wait for a message of this rank's program)
+ * gets an error, not a hang. After a timeout the request is left pending, so
+ * MPI is not touched again (or_cl.stalled). */
+static orError_t start_wait(MPI_Request *req, const char *step)
+{
+    uint64_t deadline = or_now_ns() + or_cl.timeout_ns;
+    for (unsigned spin = 0;; spin++) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return fail("start-up failed in MPI while %s", step);
+        if (done)
+            return orSuccess;
+        if (or_now_ns() > deadline) {
+            or_cl.stalled = true;
+            fprintf(stderr,
+                    "openreg: rank %d: start-up waited %" PRIu64 " ms (OPENREG_TIMEOUT_MS) for "
+                    "the other ranks while %s: every rank must make a first runtime call, and "
+                    "none may first wait for a message that another rank sends only after its "
+                    "own first call (docs/cluster.md#5-mpi-rules)\n",
+                    or_cl.rank, or_cl.timeout_ns / 1000000u, step);
+            return orErrorInitialization;
+        }
+        if (spin < 100)
+            sched_yield();
+        else
+            usleep(spin < 2000 ? 20 : 200);
+    }
+}
+
+/* ---- settings every rank must share ---------------------------------------- */
+
+/* Compared at start-up: they decide the nodes, the placement, the clock and
+ * the collectives' algorithms, which every rank must see alike. */
+enum { AGREE_RUNTIME = 4, AGREE_MAX = 8, AGREE_TEXT = 256 };
+static const char *agree_names[AGREE_MAX] = {"OPENREG_RANKS_PER_NODE", "OPENREG_TOPO",
+                                             "OPENREG_PLACEMENT", "OPENREG_TIME"};
+static int agree_count = AGREE_RUNTIME;
+
+void or_config_must_agree(const char *name)
+{
+    for (int i = 0; i < agree_count; i++)
+        if (strcmp(agree_names[i], name) == 0)
+            return;
+    if (agree_count < AGREE_MAX)
+        agree_names[agree_count++] = name;
+}
+
+/* What a setting means, as text: the same text on two ranks means the same
+ * setting ("0" and unset ranks per node, "Virtual" and "virtual"). */
+static void agree_value(const or_config *cfg, int i, char *text, size_t size)
+{
+    const char *env = getenv(agree_names[i]);
+    switch (i) {
+    case 0: snprintf(text, size, "%lld", cfg->ranks_per_node); break;
+    case 2:
+        if (cfg->placement == OR_PLACEMENT_FILE)
+            snprintf(text, size, "%s", env);
+        else
+            snprintf(text, size, "%s", cfg->placement ? "spread" : "packed");
+        break;
+    case 3: snprintf(text, size, "%s", cfg->time ? "virtual" : "wall"); break;
+    default: snprintf(text, size, "%s", env ? env : ""); break;
+    }
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The first exchange of the start-up: whether each rank's settings are
+ * valid, and a hash of each setting that must agree. */
+typedef struct start_record {
+    int32_t ok;
+    uint64_t hash[AGREE_MAX];
+} start_record;
+
+/* Every rank learns of a mismatch from the records; the two ranks named
+ * (rank 0 and the first that differs) hand the others their values. */
+static orError_t agree_check(const start_record *all)
+{
+    int var = -1, other = -1;
+    for (int i = 0; i < agree_count && var < 0; i++)
+        for (int r = 1; r < or_cl.nranks && var < 0; r++)
+            if (all[r].hash[i] != all[0].hash[i]) {
+                var = i;
+                other = r;
+            }
+    if (var < 0)
+        return orSuccess;
+    char first[AGREE_TEXT] = "", second[AGREE_TEXT] = "", mine[AGREE_TEXT];
+    const char *env = getenv(agree_names[var]);
+    /* The text shown is the one set, or "unset". */
+    snprintf(mine, sizeof mine, "%s", env && *env ? env : "unset");
+    if (or_cl.rank == 0)
+        memcpy(first, mine, sizeof first);
+    if (or_cl.rank == other)
+        memcpy(second, mine, sizeof second);
+    MPI_Request req;
+    orError_t err;
+    MPI_Ibcast(first, AGREE_TEXT, MPI_CHAR, 0, or_cl.comm, &req);
+    if ((err = start_wait(&req, "comparing settings")) != orSuccess)
+        return err;
+    MPI_Ibcast(second, AGREE_TEXT, MPI_CHAR, other, or_cl.comm, &req);
+    if ((err = start_wait(&req, "comparing settings")) != orSuccess)
+        return err;
+    first[AGREE_TEXT - 1] = second[AGREE_TEXT - 1] = '\0';
+    if (or_cl.rank == 0 || or_cl.rank == other)
+        fprintf(stderr, "openreg: %s differs: rank 0 has %s, rank %d has %s; every rank of a "
+                        "job must have the same\n",
+                agree_names[var], first, other, second);
+    else
+        fprintf(stderr, "openreg: rank %d: %s differs between ranks 0 and %d (see their "
+                        "message); not starting\n",
+                or_cl.rank, agree_names[var], other);
     return orErrorInitialization;
 }
 
@@ -224,12 +395,19 @@ static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, const in
 {
     /* A host is named by the world rank of its first rank. */
     int leader = or_cl.rank;
-    MPI_Bcast(&leader, 1, MPI_INT, 0, host_comm);
+    MPI_Request req;
+    MPI_Ibcast(&leader, 1, MPI_INT, 0, host_comm, &req);
+    orError_t err = start_wait(&req, "naming hosts");
+    if (err != orSuccess)
+        return err;
     int *leaders = malloc((size_t)or_cl.nranks * sizeof *leaders);
     if (!leaders)
         return fail("out of memory%s", "");
-    MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, or_cl.comm);
-    orError_t err = orSuccess;
+    MPI_Iallgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, or_cl.comm, &req);
+    if ((err = start_wait(&req, "naming hosts")) != orSuccess) {
+        free(leaders);
+        return err;
+    }
     if (cfg->topo) {
         err = place_on_topology(cfg, or_cl.nranks, counts, leaders, node_of);
         free(leaders);
@@ -261,9 +439,12 @@ static orError_t assign_nodes(const or_config *cfg, MPI_Comm host_comm, const in
 
 orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
 {
-    if (getrandom(&or_cl.job_id, sizeof or_cl.job_id, 0) != sizeof or_cl.job_id ||
-        getrandom(or_cl.job_key, sizeof or_cl.job_key, 0) != sizeof or_cl.job_key)
+    pthread_once(&identity_once, identity_draw);
+    if (!identity_drawn)
         return fail("no random numbers from the kernel%s", "");
+    /* Read even when the settings are bad: the ranks still meet once. */
+    long long timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 300000;
+    or_cl.timeout_ns = (uint64_t)timeout_ms * 1000000u;
     or_cl.first_device = calloc(2, sizeof *or_cl.first_device);
     or_cl.rank_node = calloc(1, sizeof *or_cl.rank_node);
     or_cl.node_ranks = calloc(1, sizeof *or_cl.node_ranks);
@@ -282,28 +463,59 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     orError_t err = start_mpi();
     if (err != orSuccess)
         return err;
-    MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.comm);
-    MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.coll_comm);
-    MPI_Comm_dup(MPI_COMM_WORLD, &or_cl.p2p_comm);
+    MPI_Comm_rank(MPI_COMM_WORLD, &or_cl.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &or_cl.nranks);
+    /* The first step every rank takes together: here a rank waits for the
+     * others' first call, so with a deadline. */
+    MPI_Request req;
+    MPI_Comm_idup(MPI_COMM_WORLD, &or_cl.comm, &req);
+    if ((err = start_wait(&req, "waiting for their first runtime call")) != orSuccess)
+        return err;
+    MPI_Comm_idup(MPI_COMM_WORLD, &or_cl.coll_comm, &req);
+    if ((err = start_wait(&req, "making communicators")) != orSuccess)
+        return err;
+    MPI_Comm_idup(MPI_COMM_WORLD, &or_cl.p2p_comm, &req);
+    if ((err = start_wait(&req, "making communicators")) != orSuccess)
+        return err;
     /* A dead peer must be an error the runtime reports, not the end of this
      * process too. */
     MPI_Comm_set_errhandler(or_cl.comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(or_cl.coll_comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(or_cl.p2p_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(or_cl.comm, &or_cl.rank);
-    MPI_Comm_size(or_cl.comm, &or_cl.nranks);
 
-    /* All ranks start, or none: a rank with a bad setting must not leave the
-     * others waiting in the collectives below. */
-    int all_ok = config_ok;
-    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, or_cl.comm);
+    /* All ranks start, or none: a rank with a bad setting, or settings that
+     * differ between ranks, must not leave the others waiting below. */
+    start_record mine;
+    memset(&mine, 0, sizeof mine); /* padding too: it is sent */
+    mine.ok = config_ok;
+    for (int i = 0; i < agree_count && config_ok; i++) {
+        char text[AGREE_TEXT];
+        agree_value(cfg, i, text, sizeof text);
+        mine.hash[i] = fnv1a(text);
+    }
+    start_record *records = calloc((size_t)or_cl.nranks, sizeof *records);
+    if (!records)
+        return fail("out of memory%s", ""); /* before any rank waits for this one */
+    MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, records, sizeof mine, MPI_BYTE, or_cl.comm, &req);
+    if ((err = start_wait(&req, "comparing settings")) != orSuccess) {
+        free(records);
+        return err;
+    }
+    int all_ok = 1;
+    for (int r = 0; r < or_cl.nranks; r++)
+        all_ok &= records[r].ok != 0;
     if (!all_ok) {
+        free(records);
         if (config_ok)
             fprintf(stderr, "openreg: rank %d: another rank's configuration is invalid (see its "
                             "message); not starting\n",
                     or_cl.rank);
         return orErrorInitialization;
     }
+    err = agree_check(records);
+    free(records);
+    if (err != orSuccess)
+        return err;
 
     MPI_Comm host_comm;
     MPI_Comm_split_type(or_cl.comm, MPI_COMM_TYPE_SHARED, or_cl.rank, MPI_INFO_NULL, &host_comm);
@@ -324,8 +536,10 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
         MPI_Comm_free(&host_comm);
         return fail("out of memory%s", "");
     }
-    MPI_Allgather(&ndevices, 1, MPI_INT, counts, 1, MPI_INT, or_cl.comm);
-    err = assign_nodes(cfg, host_comm, counts, node_of);
+    MPI_Iallgather(&ndevices, 1, MPI_INT, counts, 1, MPI_INT, or_cl.comm, &req);
+    err = start_wait(&req, "counting devices");
+    if (err == orSuccess)
+        err = assign_nodes(cfg, host_comm, counts, node_of);
     MPI_Comm_free(&host_comm);
     first[0] = 0;
     for (int r = 0; r < n; r++)
@@ -346,11 +560,15 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     if (!members)
         return fail("out of memory%s", "");
     or_cl.node_ranks = members;
-    MPI_Allgather(&or_cl.rank, 1, MPI_INT, members, 1, MPI_INT, or_cl.node_comm);
+    MPI_Iallgather(&or_cl.rank, 1, MPI_INT, members, 1, MPI_INT, or_cl.node_comm, &req);
+    if ((err = start_wait(&req, "forming nodes")) != orSuccess)
+        return err;
 
     /* One job identity, chosen by rank 0: names shared segments, and keys IPC handles. */
     uint64_t ident[3] = {or_cl.job_id, or_cl.job_key[0], or_cl.job_key[1]};
-    MPI_Bcast(ident, 3, MPI_UINT64_T, 0, or_cl.comm);
+    MPI_Ibcast(ident, 3, MPI_UINT64_T, 0, or_cl.comm, &req);
+    if ((err = start_wait(&req, "sharing the job's identity")) != orSuccess)
+        return err;
     or_cl.job_id = ident[0];
     or_cl.job_key[0] = ident[1];
     or_cl.job_key[1] = ident[2];
@@ -363,8 +581,12 @@ bool or_cluster_agree(bool ok)
 {
     if (!or_cl.mpi)
         return ok;
+    if (or_cl.stalled)
+        return false; /* a step timed out: MPI is not used again */
     int all = ok;
-    if (MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, or_cl.comm) != MPI_SUCCESS)
+    MPI_Request req;
+    if (MPI_Iallreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, or_cl.comm, &req) != MPI_SUCCESS ||
+        start_wait(&req, "starting devices") != orSuccess)
         return false;
     if (ok && !all)
         fprintf(stderr, "openreg: rank %d: another rank failed to start (see its message); "
@@ -400,7 +622,10 @@ orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
         memcpy(mine[d].name, shm_names[d], OR_SHM_NAME_MAX);
     }
     int bytes = ndevices * (int)sizeof *mine;
-    MPI_Allgather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, or_cl.node_comm);
+    MPI_Request req;
+    MPI_Iallgather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, or_cl.node_comm, &req);
+    if ((err = start_wait(&req, "sharing device memory")) != orSuccess)
+        goto unlink;
     int total = 0;
     for (int i = 0; i < m; i++) {
         displs[i] = total;
@@ -412,7 +637,9 @@ orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
         err = fail("out of memory%s", "");
         goto out;
     }
-    MPI_Allgatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, or_cl.node_comm);
+    MPI_Iallgatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, or_cl.node_comm, &req);
+    if ((err = start_wait(&req, "sharing device memory")) != orSuccess)
+        goto unlink;
     int nrec = total / (int)sizeof *all;
     for (int i = 0; i < nrec; i++) {
         if (all[i].rank == or_cl.rank)
@@ -432,7 +659,11 @@ orError_t or_cluster_map_peers(int ndevices, char (*shm_names)[OR_SHM_NAME_MAX],
     }
     /* Everyone has mapped everything: the names can go, so nothing of the
      * job stays in /dev/shm whatever happens to it from now on. */
-    MPI_Barrier(or_cl.node_comm);
+    MPI_Ibarrier(or_cl.node_comm, &req);
+    orError_t waited = start_wait(&req, "sharing device memory");
+    if (err == orSuccess)
+        err = waited;
+unlink: /* also when the others did not come: this rank's names go */
     for (int d = 0; d < ndevices; d++)
         shm_unlink(shm_names[d]);
 out:
@@ -461,7 +692,9 @@ void or_cluster_finalize_mpi(void)
     release_mpi_objects();
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (or_cl.mpi_owned && !finalized)
+    /* After a stalled start-up MPI_Finalize would wait for the missing
+     * ranks as long as they take: exit without it. */
+    if (or_cl.mpi_owned && !finalized && !or_cl.stalled)
         PMPI_Finalize();
     or_cl.mpi = false;
 }

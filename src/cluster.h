@@ -50,6 +50,8 @@ typedef struct or_cluster {
      * nodes are the topology's nodes the job uses, in order. */
     struct or_topo *topo;
     int *topo_device;
+    uint64_t timeout_ns; /* OPENREG_TIMEOUT_MS: longest wait for the other ranks */
+    bool stalled; /* start-up timed out: a request is pending, MPI is not used again */
 } or_cluster;
 
 extern or_cluster or_cl;
@@ -59,6 +61,11 @@ extern or_cluster or_cl;
  * joins the other ranks, so that they all fail together instead of waiting.
  * Prints the reason and returns orErrorInitialization on failure. */
 orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok);
+/* Before start-up, without the other ranks: this process's world rank and
+ * the job's identity, when it can know them alone (under an MPI the
+ * application initialized at MPI_THREAD_MULTIPLE, on world rank 0, which
+ * draws the identity every rank gets at start-up); false otherwise. */
+bool or_cluster_identity_alone(int *rank, uint64_t *job_id);
 /* Collective: true if every rank is ok, so that one rank's failure at
  * start-up fails all of them instead of leaving them waiting. */
 bool or_cluster_agree(bool ok);

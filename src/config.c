@@ -58,9 +58,10 @@ static const or_param params[] = {
      "clock of events, orEventElapsedTime and traces: the host's, or a modelled clock per "
      "stream charged from the device profile and the copy paths (docs/virtual-time.md)",
      0, 0, time_choices, offsetof(or_config, time)},
-    {"OPENREG_TRACE", OR_PARAM_STRING, NULL, "a file name, like trace.json",
+    {"OPENREG_TRACE", OR_PARAM_STRING, NULL, "a file name, like trace.json, or a directory",
      "write a Chrome trace-event file of every kernel, copy, memset, host function and event "
-     "at exit; under MPI each rank writes NAME.rankN.json (docs/tracing.md)",
+     "at exit; under MPI each rank writes NAME.rankN.json; a directory gets DIR/trace.json "
+     "(DIR/trace.rankN.json under MPI) (docs/tracing.md)",
      0, 0, NULL, offsetof(or_config, trace)},
     {"OPENREG_TRACE_BUFFER", OR_PARAM_INT, "262144", "an integer from 1024 to 67108864",
      "trace records kept per thread; later ones are dropped and counted", 1024, 67108864, NULL,
@@ -76,6 +77,10 @@ static const or_param params[] = {
      "round robin (spread), or take the topology devices a file gives each rank "
      "(docs/topology.md#placement-files)",
      0, 0, placement_choices, offsetof(or_config, placement)},
+    {"OPENREG_TIMEOUT_MS", OR_PARAM_INT, "300000", "an integer from 1 to 1000000000000",
+     "milliseconds a rank waits for the others at start-up (every rank's first call that "
+     "needs them) before it gives up; the largest, about 31 years, waits for ever",
+     1, OR_TIMEOUT_MS_MAX, NULL, offsetof(or_config, timeout_ms)},
     {"OPENREG_IPC_CHILDREN", OR_PARAM_CHOICE, "0", "0 or 1",
      "1: a process started alone (not under MPI) keeps its device memory in a shared segment "
      "and sets OPENREG_IPC_PARENT, so that the processes it starts can open its IPC handles",

@@ -24,9 +24,15 @@ typedef struct or_config {
     long long topo;           /* OPENREG_TOPO given and valid (the text stays in the env) */
     long long placement;      /* OPENREG_PLACEMENT: an or_topo_placement, or
                                  OR_PLACEMENT_FILE (the name stays in the env) */
+    long long timeout_ms;     /* OPENREG_TIMEOUT_MS */
     long long ipc_children;   /* OPENREG_IPC_CHILDREN */
     const char *ipc_parent;   /* OPENREG_IPC_PARENT, set by a parent process, else NULL */
 } or_config;
+
+/* The longest timeout: 10^12 ms (31.7 years) in ns stays below 2^63, so a
+ * deadline (now + timeout, now since boot) overflows neither a uint64_t nor
+ * an int64_t. */
+#define OR_TIMEOUT_MS_MAX 1000000000000LL
 
 /* cfg->placement for a placement file: one past packed and spread. */
 #define OR_PLACEMENT_FILE 2

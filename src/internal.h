@@ -218,6 +218,8 @@ void or_strict_grow(or_device *dev, size_t high_water);
 orError_t or_error_record(orError_t err);
 
 /* Every public call starts with this: lazy init, sticky init failure. */
+/* Start-up has run (whether it succeeded or not); never starts it. */
+bool or_init_finished(void);
 #define OR_API_BEGIN()                               \
     do {                                             \
         orError_t init_err_ = or_init();             \

@@ -268,11 +268,21 @@ static void runtime_init(void)
                 or_rt.devices[d].prop.numaNode);
 }
 
+static atomic_bool init_done;
+
+static void runtime_init_once(void)
+{
+    runtime_init();
+    atomic_store(&init_done, true);
+}
+
 orError_t or_init(void)
 {
-    pthread_once(&init_once, runtime_init);
+    pthread_once(&init_once, runtime_init_once);
     return or_rt.init_error;
 }
+
+bool or_init_finished(void) { return atomic_load(&init_done); }
 
 /* Called by each worker thread before it runs anything. */
 void or_mark_worker_thread(int device)

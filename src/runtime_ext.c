@@ -52,6 +52,19 @@ orError_t or_job(or_job_view *view)
     return orSuccess;
 }
 
+orError_t or_job_identity(int *rank, uint64_t *job_id)
+{
+    if (!or_init_finished() && or_cluster_identity_alone(rank, job_id))
+        return orSuccess;
+    or_job_view view;
+    orError_t err = or_job(&view);
+    if (err != orSuccess)
+        return err;
+    *rank = view.rank;
+    *job_id = view.job_id;
+    return orSuccess;
+}
+
 void or_stream_fail(orStream_t stream, orError_t err)
 {
     or_stream *s;

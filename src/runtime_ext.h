@@ -45,6 +45,17 @@ typedef struct or_job_view {
     const int *topo_device;
 } or_job_view;
 orError_t or_job(or_job_view *view);
+/* This process's world rank and the job's identity (or_job_view's), without
+ * waiting for the other ranks where that can be: before start-up, world
+ * rank 0 of an MPI the application initialized knows both alone (it draws
+ * the identity start-up gives every rank). Elsewhere the runtime starts,
+ * with the other ranks, as any first call. */
+orError_t or_job_identity(int *rank, uint64_t *job_id);
+/* A setting of the layer above (an environment variable) that every rank
+ * must share: start-up compares it across ranks with the runtime's own and
+ * stops every rank if it differs. Call before the first runtime call (a
+ * constructor). */
+void or_config_must_agree(const char *name);
 
 /* Make the next synchronization of stream (NULL: the current device's
  * default stream) report err, as a remote copy's failure is reported. */

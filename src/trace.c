@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 bool or_trace_on;
 
@@ -530,14 +531,23 @@ void or_trace_flush(void)
     pthread_mutex_unlock(&tr.lock);
 }
 
-/* file.json -> file.rankN.json; without a .json suffix, file.rankN. */
+/* file.json -> file.rankN.json; without a .json suffix, file.rankN. A
+ * directory (existing, or named with a final '/') gets the file inside it,
+ * DIR/trace.json or DIR/trace.rankN.json, not a sibling DIR.rankN. */
 static char *rank_path(const char *path)
 {
-    size_t len = strlen(path), need = len + 32;
+    size_t len = strlen(path), need = len + 48;
     char *out = malloc(need);
     if (!out)
         return NULL;
-    if (or_cl.nranks <= 1)
+    struct stat st;
+    if (path[len - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        const char *sep = path[len - 1] == '/' ? "" : "/";
+        if (or_cl.nranks <= 1)
+            snprintf(out, need, "%s%strace.json", path, sep);
+        else
+            snprintf(out, need, "%s%strace.rank%d.json", path, sep, or_cl.rank);
+    } else if (or_cl.nranks <= 1)
         snprintf(out, need, "%s", path);
     else if (len > 5 && strcmp(path + len - 5, ".json") == 0)
         snprintf(out, need, "%.*s.rank%d.json", (int)(len - 5), path, or_cl.rank);

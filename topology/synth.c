@@ -409,16 +409,26 @@ static const char *const preset_names[] = {"full8",    "ring8",     "torus4x4", 
 const char *const *or_topo_preset_names(void) { return preset_names; }
 
 /* Whole number suffix starting at p, in [1, max]; -1 if not one. */
+/* A preset's count: n in 1..max; -2 for digits out of that range (0, too
+ * many, or past an int); -1 for anything else. */
 static int suffix_count(const char *p, int max)
 {
     int n;
-    return parse_count(p, max, &n) ? -1 : n;
+    if (parse_count(p, max, &n) == 0)
+        return n;
+    if (!*p)
+        return -1;
+    for (; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return -1;
+    return -2;
 }
 
-/* Reads a preset name into s; 0 on success. The families: fullN, ringN,
- * switchN, torusAxB (one node, default link speeds) and dgx-a100[xN],
- * dgx-h100[xN] (N boxes on one network). */
-static int preset_synth(const char *name, ot_synth *s)
+/* Reads a preset name into s; 0 on success, -1 for no preset, -2 for a
+ * preset whose size is out of range (then why, if given, says the range).
+ * The families: fullN, ringN, switchN, torusAxB (one node, default link
+ * speeds) and dgx-a100[xN], dgx-h100[xN] (N boxes on one network). */
+static int preset_synth(const char *name, ot_synth *s, char *why, size_t why_size)
 {
     synth_defaults(s);
     static const struct {
@@ -430,7 +440,10 @@ static int preset_synth(const char *name, ot_synth *s)
         if (strncmp(name, shapes[i].prefix, n) == 0) {
             s->shape = shapes[i].shape;
             s->devices = suffix_count(name + n, OR_TOPO_MAX_DEVICES);
-            return s->devices > 0 ? 0 : -1;
+            if (s->devices == -2 && why)
+                snprintf(why, why_size, "%sN has from 1 to %d devices", shapes[i].prefix,
+                         OR_TOPO_MAX_DEVICES);
+            return s->devices > 0 ? 0 : s->devices;
         }
     }
     if (strncmp(name, "torus", 5) == 0) {
@@ -443,8 +456,14 @@ static int preset_synth(const char *name, ot_synth *s)
         s->shape = SHAPE_TORUS;
         s->dim_a = suffix_count(a, OR_TOPO_MAX_DEVICES);
         s->dim_b = suffix_count(x + 1, OR_TOPO_MAX_DEVICES);
-        if (s->dim_a < 1 || s->dim_b < 1 || (long)s->dim_a * s->dim_b > OR_TOPO_MAX_DEVICES)
+        if (s->dim_a == -1 || s->dim_b == -1)
             return -1;
+        if (s->dim_a < 1 || s->dim_b < 1 || (long)s->dim_a * s->dim_b > OR_TOPO_MAX_DEVICES) {
+            if (why)
+                snprintf(why, why_size, "torusAxB has from 1 to %d devices, A times B",
+                         OR_TOPO_MAX_DEVICES);
+            return -2;
+        }
         s->devices = s->dim_a * s->dim_b;
         return 0;
     }
@@ -459,7 +478,10 @@ static int preset_synth(const char *name, ot_synth *s)
         if (name[n] != 'x')
             return -1;
         s->nodes = suffix_count(name + n + 1, OR_TOPO_MAX_DEVICES / 8);
-        return s->nodes > 0 ? 0 : -1;
+        if (s->nodes == -2 && why)
+            snprintf(why, why_size, "%sxN has from 1 to %d boxes of 8 devices", box_names[b],
+                     OR_TOPO_MAX_DEVICES / 8);
+        return s->nodes > 0 ? 0 : s->nodes;
     }
     return -1;
 }
@@ -467,13 +489,13 @@ static int preset_synth(const char *name, ot_synth *s)
 int ot_is_preset(const char *name)
 {
     ot_synth s;
-    return preset_synth(name, &s) == 0;
+    return preset_synth(name, &s, NULL, 0) == 0;
 }
 
 const char *or_topo_preset_help(const char *name)
 {
     ot_synth s;
-    if (preset_synth(name, &s))
+    if (preset_synth(name, &s, NULL, 0))
         return NULL;
     if (s.box == BOX_DGX_A100)
         return "DGX A100-class boxes: 8 devices on NVLink3/NVSwitch (300 GB/s per direction), "
@@ -494,7 +516,12 @@ or_topo_status or_topo_from_preset(const char *name, or_topo **out, or_topo_erro
 {
     ot_clear_error(err);
     ot_synth s;
-    if (!name || preset_synth(name, &s)) {
+    char why[96];
+    int found = name ? preset_synth(name, &s, why, sizeof why) : -1;
+    if (found == -2)
+        return ot_fail(err, OR_TOPO_ERR_VALUE, "", 0, 0,
+                       "preset '%.64s': its size is out of range (%s)", name, why);
+    if (found) {
         char list[256] = "";
         size_t used = 0;
         for (int i = 0; preset_names[i]; i++)

@@ -1,8 +1,8 @@
 /*
- * An application that initialized MPI below MPI_THREAD_MULTIPLE gets a clear
- * error from the first runtime call (the runtime's own threads call MPI);
- * with MPIR_CVAR_DEFAULT_THREAD_LEVEL raised, as orrun does, plain MPI_Init
- * is enough.
+ * An application that initialized MPI below MPI_THREAD_MULTIPLE (with
+ * MPI_Init_thread) gets a clear error from the first runtime call (the
+ * runtime's own threads call MPI); a plain MPI_Init gets MPI_THREAD_MULTIPLE
+ * from the library's MPI_Init, with or without MPIR_CVAR_DEFAULT_THREAD_LEVEL.
  *
  *   thread_level --expect-refusal | --expect-success | --expect-init-failure
  */
@@ -13,8 +13,11 @@
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
-    MPI_Init(&argc, &argv);
     int provided;
+    if (strcmp(argv[1], "--expect-refusal") == 0)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     MPI_Query_thread(&provided);
     int count = -1;
     orError_t err = orGetDeviceCount(&count);

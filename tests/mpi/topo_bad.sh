@@ -32,6 +32,8 @@ cat > "$out.bad.xml" <<'XML'
 </topology>
 XML
 run "OPENREG_TOPO is not valid: OPENREG_TOPO: unknown preset 'dgx-a300'" OPENREG_TOPO=dgx-a300
+run "OPENREG_TOPO is not valid: OPENREG_TOPO: preset 'ring2000': its size is out of range (ringN has from 1 to 1024 devices)" \
+    OPENREG_TOPO=ring2000
 run "OPENREG_TOPO is not valid: OPENREG_TOPO:1:17: intra: unknown unit 'GHz'" \
     "OPENREG_TOPO=devices:4 intra:3GHz"
 run "bad.xml:5: link to unknown 'd9'" OPENREG_TOPO="$out.bad.xml"

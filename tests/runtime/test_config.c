@@ -116,7 +116,68 @@ Test(config, trace_unwritable)
 {
     expect_bad_env_hint("OPENREG_TRACE", "/nonexistent-dir/trace.json", "cannot create");
 }
+/* A directory gets the trace inside it, not a sibling file next to it. */
+Test(config, trace_directory)
+{
+    char dir[] = "/tmp/openreg-trace-dir-XXXXXX", file[64], sibling[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/trace.json", dir);
+    snprintf(sibling, sizeof sibling, "%s.json", dir);
+    set_env("OPENREG_TRACE", dir);
+    int count = 0;
+    CHECK_OR(orGetDeviceCount(&count));
+    cr_assert_eq(access(file, F_OK), 0, "no %s", file);
+    cr_assert_neq(access(sibling, F_OK), 0, "%s written", sibling);
+    unlink(file);
+    rmdir(dir);
+}
+Test(config, trace_directory_missing)
+{
+    expect_bad_env_hint("OPENREG_TRACE", "/nonexistent-dir/", "/nonexistent-dir/trace.json");
+}
 Test(config, trace_buffer_too_small) { expect_bad_env_hint("OPENREG_TRACE_BUFFER", "10", "1024"); }
+/* Numbers past what a long long holds, or near it, are out of range, never
+ * wrapped or cut to a default. */
+Test(config, devices_llong_max) { expect_bad_env_hint("OPENREG_DEVICES", "9223372036854775807", "256"); }
+Test(config, devices_overflow) { expect_bad_env_hint("OPENREG_DEVICES", "18446744073709551617", "256"); }
+Test(config, devices_empty) { expect_bad_env_hint("OPENREG_DEVICES", "", "256"); }
+Test(config, devices_leading_space) { expect_bad_env_hint("OPENREG_DEVICES", " 2", "256"); }
+Test(config, threads_overflow) { expect_bad_env_hint("OPENREG_DEVICE_THREADS", "99999999999999999999", "256"); }
+Test(config, ranks_per_node_negative) { expect_bad_env_hint("OPENREG_RANKS_PER_NODE", "-1", "1048576"); }
+Test(config, ranks_per_node_word) { expect_bad_env_hint("OPENREG_RANKS_PER_NODE", "two", "1048576"); }
+Test(config, ranks_per_node_overflow)
+{
+    expect_bad_env_hint("OPENREG_RANKS_PER_NODE", "18446744073709", "1048576");
+}
+Test(config, trace_buffer_overflow)
+{
+    expect_bad_env_hint("OPENREG_TRACE_BUFFER", "9223372036854775808", "67108864");
+}
+Test(config, mem_suffix_overflow) { expect_bad_env_hint("OPENREG_DEVICE_MEM", "16777216T", "1T"); }
+Test(config, mem_digits_overflow) { expect_bad_env_hint("OPENREG_DEVICE_MEM", "99999999999999999999", "1T"); }
+Test(config, timeout_zero) { expect_bad_env_hint("OPENREG_TIMEOUT_MS", "0", "1000000000000"); }
+Test(config, timeout_negative) { expect_bad_env_hint("OPENREG_TIMEOUT_MS", "-1", "1000000000000"); }
+Test(config, timeout_word) { expect_bad_env_hint("OPENREG_TIMEOUT_MS", "abc", "1000000000000"); }
+Test(config, timeout_empty) { expect_bad_env_hint("OPENREG_TIMEOUT_MS", "", "1000000000000"); }
+Test(config, timeout_llong_max)
+{
+    expect_bad_env_hint("OPENREG_TIMEOUT_MS", "9223372036854775807", "1000000000000");
+}
+Test(config, timeout_deadline_overflow)
+{
+    expect_bad_env_hint("OPENREG_TIMEOUT_MS", "18446744073709", "1000000000000");
+}
+Test(config, timeout_just_above_max)
+{
+    expect_bad_env_hint("OPENREG_TIMEOUT_MS", "1000000000001", "1000000000000");
+}
+Test(config, timeout_max_accepted)
+{
+    set_env("OPENREG_TIMEOUT_MS", "1000000000000");
+    int count = 0;
+    CHECK_OR(orGetDeviceCount(&count));
+    cr_assert_eq(count, 2);
+}
 
 Test(config, failure_also_hits_first_call_of_other_kinds)
 {

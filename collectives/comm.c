@@ -896,7 +896,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     all[2 * comm->rank] = color;
     all[2 * comm->rank + 1] = key;
     occl_call gather = {OCCL_COLL_ALLGATHER, comm, all + 2 * comm->rank, all, 2, occlInt32,
-                        {0}, false, NULL, 0, NULL, comm->device};
+                        {0}, false, NULL, 0, NULL, comm->device, NULL};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
     pthread_mutex_lock(&comm->lock);
     occlResult_t res = occl_run_call(&gather);

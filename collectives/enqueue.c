@@ -369,70 +369,70 @@ static occlResult_t with_op(occl_call *c, occlRedOp_t op)
 occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1};
+    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         occlRedOp_t op, int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                occlDataType_t datatype, occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1};
+    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL};
     return with_op(&c, op);
 }
 
 occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            occlDataType_t datatype, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1};
+    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlAlltoAll(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                           occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1};
+    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlGather(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlScatter(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                          int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1};
+    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1};
+    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1};
+    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL};
     return enqueue(&c);
 }
 

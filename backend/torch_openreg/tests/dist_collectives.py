@@ -9,7 +9,8 @@ script makes a gloo group beside the occl one: for every collective, dtype
 and reduction (PREMUL_SUM too), the occl result on the device must equal
 gloo's on CPU (or, where gloo lacks the call or the dtype, the result
 computed here from every rank's input gathered through gloo); then the
-coalesced calls torch's coalescing manager makes. Then the errors: wrong
+coalesced calls torch's coalescing manager makes, and receives from any
+source. Then the errors: wrong
 device, bad dtypes and reductions, bad ranks and sizes, each a RuntimeError
 with a message naming the problem, and the group still works afterwards;
 and after destroy_process_group the backend refuses calls.
@@ -244,6 +245,48 @@ def check_movement(gloo):
     print(f"rank {RANK}: broadcast, gathers, scatter, all-to-all, send/recv ok", flush=True)
 
 
+def check_any_source(gloo):
+    """recv without src: rank 0 takes every other rank's message as it comes,
+    through dist.recv (which returns the sender) and dist.irecv (the work's
+    source rank); its source rank is asked for too early, then in time."""
+    if SIZE < 2:
+        return
+    for dtype in (torch.float32, torch.int64):
+        if RANK == 0:
+            got = {}
+            for _ in range(SIZE - 1):
+                t = torch.empty(5, dtype=dtype, device=DEV)
+                src = dist.recv(t)
+                if src in got or not 0 < src < SIZE:
+                    fail(f"recv from any source returned {src} (had {sorted(got)})")
+                got[src] = t
+            for src, t in got.items():
+                same(t, data(dtype, 5, rank=src), f"recv from any source, {dtype}, from {src}")
+        else:
+            dist.send(data(dtype, 5).to(DEV), dst=0)
+        # A sender done with this round would otherwise send the next one's
+        # (a send across nodes completes as soon as MPI has buffered it)
+        # while rank 0 still takes this round's, and either may come first.
+        dist.barrier(group=gloo)
+    # irecv: nobody sends before the gloo barrier, so the receive is pending.
+    if RANK == 0:
+        t = torch.empty(3, device=DEV)
+        work = dist.irecv(t)
+        expect_error(work._source_rank, "occl recvAnysource",
+                     "known once the receive has completed: wait() for it first")
+        dist.barrier(group=gloo)
+        work.wait()
+        src = work._source_rank()
+        if src != SIZE - 1:
+            fail(f"irecv from any source: source rank {src}, only rank {SIZE - 1} sent")
+        same(t, data(torch.float32, 3, rank=src), "irecv from any source")
+    else:
+        dist.barrier(group=gloo)
+        if RANK == SIZE - 1:
+            dist.send(data(torch.float32, 3).to(DEV), dst=0)
+    print(f"rank {RANK}: recv from any source ok", flush=True)
+
+
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
@@ -417,8 +460,16 @@ def check_errors(gloo):
                                      op=dist.ReduceOp.BOR), "ReduceOp.BOR is not supported")
     expect_error(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.bool, device=DEV),
                                          op=dist.ReduceOp.AVG), "AVG of torch.bool")
-    expect_error(lambda: dist.recv(torch.zeros(3, device=DEV)),
-                 "does not support recvAnysource")
+    if SIZE > 1:  # around the ring, even ranks sending first (as in check_movement)
+        t = torch.zeros(3, device=DEV)
+        if RANK % 2:
+            dist.recv(t, src=(RANK - 1) % SIZE)
+        work = dist.isend(t, dst=(RANK + 1) % SIZE)
+        expect_error(work._source_rank,
+                     "occl send: only a receive from any source has a source rank")
+        work.wait()
+        if RANK % 2 == 0:
+            dist.recv(t, src=(RANK - 1) % SIZE)
     # A rank outside the group: OCCL's own check, with its message.
     expect_error(lambda: dist.broadcast(torch.zeros(3, device=DEV), src=SIZE),
                  "occl broadcast failed", "invalid argument", f"root {SIZE} is not in [0, {SIZE})")
@@ -467,6 +518,7 @@ def main():
     check_reductions(gloo)
     check_premul(gloo)
     check_movement(gloo)
+    check_any_source(gloo)
     check_coalesced(gloo)
     check_works(gloo)
     check_subgroup(gloo)

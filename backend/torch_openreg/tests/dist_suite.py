@@ -39,14 +39,13 @@ import torch_openreg  # noqa: E402,F401
 
 # What the suite asks a backend to declare (its sets of backend names, meant
 # for backends from outside PyTorch), before the suite's decorators read them:
-# occl has DDP and subgroups; like nccl, it takes device tensors only (the
-# suite's CPU barrier test makes a CPU tensor whatever the default device) and
-# has no receive from any source.
+# occl has DDP, subgroups and receives from any source; like nccl, it takes
+# device tensors only (the suite's CPU barrier test makes a CPU tensor
+# whatever the default device).
 BACKEND = os.environ["BACKEND"]
 for feature in ("plugin", "ddp", "subgroup"):
     DistTestCases.backend_feature[feature].add(BACKEND)
-for collective in ("cpu barrier", "sendrecv anysource"):
-    DistTestCases.skip_collective[collective].add(BACKEND)
+DistTestCases.skip_collective["cpu barrier"].add(BACKEND)
 
 from torch.testing._internal.distributed import distributed_test as dt  # noqa: E402
 

@@ -443,9 +443,9 @@ bool ProcessGroupOCCL::WorkOCCL::wait(std::chrono::milliseconds timeout) {
     // waits for the work, and the host goes on (FSDP2 overlaps its next work
     // with it). A failure known now is raised now; a later one is logged by
     // the watcher, fails the future and every later call on the group. A
-    // barrier or a timeout block the host always.
+    // barrier, a receive from any source or a timeout block the host always.
     if (timeout == kNoTimeout && !blocking_wait() && opType_ != c10d::OpType::BARRIER &&
-        stream_wait())
+        opType_ != c10d::OpType::RECVANYSOURCE && stream_wait())
         return true;
     // Without a timeout of its own, the wait outlasts OCCL's deadline (the
     // group's timeout) a little, so that OCCL's reason is what the user sees.
@@ -471,6 +471,15 @@ std::vector<at::Tensor> ProcessGroupOCCL::WorkOCCL::result() { return outputs_; 
 
 c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupOCCL::WorkOCCL::getFuture() {
     return future_;
+}
+
+int ProcessGroupOCCL::WorkOCCL::sourceRank() const {
+    TORCH_CHECK(source_, "occl ", name_, ": only a receive from any source has a source rank");
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(completed_, "occl ", name_, ": the source rank is known once the receive has "
+                "completed: wait() for it first");
+    TORCH_CHECK(!exception_, "occl ", name_, " failed: no source rank");
+    return *source_;
 }
 
 // ---- the group -------------------------------------------------------------------------
@@ -1442,6 +1451,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor> &t
                [&](occlComm_t c, orStream_t s) {
                    return occlRecv(t.data_ptr(), t.numel(), type, srcRank, c, s);
                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(std::vector<at::Tensor> &tensors,
+                                                               int) {
+    const at::Tensor &t = single(tensors, "recvAnysource");
+    occlDataType_t type = occl_type(t.scalar_type(), "recvAnysource");
+    auto source = std::make_shared<int>(-1);
+    auto work = run("recvAnysource", c10d::OpType::RECVANYSOURCE, t.device(), tensors, {},
+                    [&](occlComm_t c, orStream_t s) {
+                        return occlRecvAnySource(t.data_ptr(), t.numel(), type, source.get(), c, s);
+                    });
+    // (In a coalescing OCCL refuses it, and run() raises: no work to hold it.)
+    static_cast<WorkOCCL *>(work.get())->source_ = std::move(source);
+    return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(const c10d::BarrierOptions &opts) {

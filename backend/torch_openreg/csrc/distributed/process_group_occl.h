@@ -69,6 +69,9 @@ class ProcessGroupOCCL : public c10d::Backend {
         void synchronize() override;
         std::vector<at::Tensor> result() override;
         c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+        // A recvAnysource's sender, once it has completed (dist.recv with no
+        // src returns it).
+        int sourceRank() const override;
 
       private:
         friend class ProcessGroupOCCL;
@@ -88,6 +91,10 @@ class ProcessGroupOCCL : public c10d::Backend {
         std::vector<at::Tensor> outputs_;
         std::vector<at::Tensor> keep_alive_; // inputs and staging buffers in use
         std::chrono::milliseconds timeout_;
+        // recvAnysource: OCCL writes the sender's rank here when the receive
+        // has found it (the work outlives the receive: the watcher holds it
+        // until its event, recorded after the receive, has completed).
+        std::shared_ptr<int> source_;
         orEvent_t event_ = nullptr;
         c10::intrusive_ptr<c10::ivalue::Future> future_;
         std::mutex settle_mutex_;
@@ -157,6 +164,11 @@ class ProcessGroupOCCL : public c10d::Backend {
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int srcRank,
                                         int tag) override;
+    // dist.recv / irecv without src: occlRecvAnySource, which takes the
+    // first send that reaches this rank from any rank of the group. Its wait()
+    // blocks the host (the sender's rank is wanted at once).
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
+                                                 int tag) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
     // dist.monitored_barrier is gloo's alone in torch (its Python checks the
     // group's backend): this one is reached through the backend object. Every

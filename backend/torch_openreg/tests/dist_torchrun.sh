@@ -66,17 +66,17 @@ expect_error "bad timeout" "OPENREG_BOOTSTRAP_TIMEOUT='soon' is not a positive n
     "$python" -c 'import torch_openreg'
 expect_error "no store" "rank 1 cannot reach torchrun's store at 127.0.0.1:$closed_port within 2 s" \
     worker MASTER_PORT="$closed_port" OPENREG_BOOTSTRAP_TIMEOUT=2 \
-    timeout 60 "$python" -c 'import torch_openreg'
+    timeout 180 "$python" -c 'import torch_openreg'
 # A store whose rank 0 never puts its address (made before torch_openreg
 # loads, so not by import torch's autoload).
 expect_error "no rank 0" "rank 1 had no address of rank 0's PMI server in torchrun's store within 2 s" \
-    worker OPENREG_BOOTSTRAP_TIMEOUT=2 TORCH_DEVICE_BACKEND_AUTOLOAD=0 timeout 60 "$python" -c '
+    worker OPENREG_BOOTSTRAP_TIMEOUT=2 TORCH_DEVICE_BACKEND_AUTOLOAD=0 timeout 180 "$python" -c '
 import os, torch.distributed as dist
 store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
 os.environ["MASTER_PORT"] = str(store.port)
 import torch_openreg'
 rc=0
-worker TORCHELASTIC_USE_AGENT_STORE= MASTER_PORT="$closed_port" timeout 60 "$python" -c '
+worker TORCHELASTIC_USE_AGENT_STORE= MASTER_PORT="$closed_port" timeout 180 "$python" -c '
 import torch, torch_openreg
 x = torch.ones(3, device="openreg")
 print("alone:", x.sum().item())' >"$out" 2>&1 || rc=$?

@@ -273,6 +273,22 @@ static void buffer_counts(const occl_call *c, int n, size_t *send, size_t *recv,
     }
 }
 
+/* Why buf, given to a call, is not device memory of this rank. */
+static const char *not_device_memory(const void *buf)
+{
+    orPointerAttributes attr;
+    if (orPointerGetAttributes(&attr, buf) != orSuccess)
+        return "is not device memory of this rank";
+    switch (attr.type) {
+    case orMemoryTypeHost: return "is pinned host memory (orMallocHost), not device memory";
+    case orMemoryTypeDevice:
+        return "runs past the end of its device allocation, or is another rank's memory "
+               "(an opened IPC handle)";
+    case orMemoryTypeRemote: return "is device memory of another node (an opened IPC handle)";
+    default: return "is host memory (or freed device memory), not device memory";
+    }
+}
+
 static occlResult_t check_buffer(const occl_call *c, const void *buf, size_t elems, const char *name)
 {
     if (!elems)
@@ -284,8 +300,8 @@ static occlResult_t check_buffer(const occl_call *c, const void *buf, size_t ele
         return occl_fail(occlInvalidArgument, "%s: %zu elements overflow", occl_coll_name(c->coll), elems);
     or_mem_ref ref;
     if (or_mem_export(buf, bytes, &ref) != orSuccess)
-        return occl_fail(occlInvalidArgument, "%s: %s (%zu bytes) is not device memory of this "
-                                              "rank", occl_coll_name(c->coll), name, bytes);
+        return occl_fail(occlInvalidArgument, "%s: %s (%zu bytes) %s", occl_coll_name(c->coll),
+                         name, bytes, not_device_memory(buf));
     if (ref.device != c->comm->device)
         return occl_fail(occlInvalidUsage, "%s: %s is memory of device %d, the communicator's is "
                                            "device %d", occl_coll_name(c->coll), name, ref.device,

@@ -422,13 +422,22 @@ Test(occl_args, count_overflow)
                     occlInvalidArgument, comms[0], call_names[blocks[k]]);
 }
 
+/* The last failure's reason contains `text`. */
+static void expect_reason(const char *text, const char *what)
+{
+    const char *why = occlGetLastError(NULL);
+    cr_assert(strstr(why, text), "%s: the reason \"%s\" lacks \"%s\"", what, why, text);
+}
+
 Test(occl_args, buffer_smaller_than_count)
 {
     /* N floats allocated; a million asked for. */
-    for (int c = 0; c < NCALLS; c++)
+    for (int c = 0; c < NCALLS; c++) {
         EXPECT_OCCL(call(c, sendbufs[0], recvbufs[0], (size_t)1 << 20, occlFloat, occlSum,
                          root_for(c), comms[0], streams[0]),
                     occlInvalidArgument, comms[0], call_names[c]);
+        expect_reason("runs past the end of its device allocation", call_names[c]);
+    }
 }
 
 Test(occl_args, root_and_peer_out_of_range)
@@ -499,15 +508,37 @@ Test(occl_args, host_memory)
                 EXPECT_OCCL(call(c, hosts[h], recvbufs[0], 4, occlFloat, occlSum, root_for(c),
                                  comms[0], streams[0]),
                             occlInvalidArgument, comms[0], what);
+                expect_reason("sendbuff (", what);
+                expect_reason("bytes) is host memory (or freed device memory), not device memory",
+                              what);
             }
             if (has_recv(c)) {
                 snprintf(what, sizeof what, "%s, %s recvbuff", call_names[c], h ? "stack" : "heap");
                 EXPECT_OCCL(call(c, sendbufs[0], hosts[h], 4, occlFloat, occlSum, root_for(c),
                                  comms[0], streams[0]),
                             occlInvalidArgument, comms[0], what);
+                expect_reason("recvbuff (", what);
+                expect_reason("bytes) is host memory (or freed device memory), not device memory",
+                              what);
             }
         }
     free(heap);
+}
+
+Test(occl_args, pinned_host_and_freed_memory)
+{
+    float *pinned, *freed;
+    cr_assert_eq(orMallocHost((void **)&pinned, N * sizeof *pinned), orSuccess);
+    cr_assert_eq(orMalloc((void **)&freed, N * sizeof *freed), orSuccess);
+    cr_assert_eq(orFree(freed), orSuccess);
+    EXPECT_OCCL(occlAllReduce(pinned, recvbufs[0], 4, occlFloat, occlSum, comms[0], streams[0]),
+                occlInvalidArgument, comms[0], "pinned sendbuff");
+    expect_reason("sendbuff (16 bytes) is pinned host memory (orMallocHost), not device memory",
+                  "pinned sendbuff");
+    EXPECT_OCCL(occlBroadcast(sendbufs[0], freed, 4, occlFloat, 0, comms[0], streams[0]),
+                occlInvalidArgument, comms[0], "freed recvbuff");
+    expect_reason("recvbuff (16 bytes) is host memory (or freed device memory)", "freed recvbuff");
+    cr_assert_eq(orFreeHost(pinned), orSuccess);
 }
 
 Test(occl_args, buffer_of_other_device)

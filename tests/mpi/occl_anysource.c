@@ -31,17 +31,6 @@
         mpitest_fail(__FILE__, __LINE__, "check failed: ", detail_); \
     } while (0)
 
-static occlComm_t make_comm(const orClusterInfo *ci)
-{
-    occlUniqueId id;
-    if (ci->rank == 0)
-        CHECK_OCCL(occlGetUniqueId(&id));
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    occlComm_t comm;
-    CHECK_OCCL(occlCommInitRank(&comm, ci->nranks, id, ci->rank));
-    return comm;
-}
-
 /* What rank r sends as its message k: distinct per rank, message and element. */
 static float value(int r, int k, size_t i) { return (float)(r * 100 + k) + (float)(i % 1000) / 1000.0f; }
 
@@ -271,7 +260,7 @@ int main(int argc, char **argv)
     CHECK_OR(orGetClusterInfo(&ci));
     if (ci.nranks < 2)
         FAIL("needs at least 2 ranks");
-    occlComm_t comm = make_comm(&ci);
+    occlComm_t comm = occltest_comm_world(&ci);
     orStream_t s;
     CHECK_OR(orStreamCreate(&s));
     if (argc > 1 && strcmp(argv[1], "timeout") == 0) {

@@ -30,17 +30,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static occlComm_t make_comm(const orClusterInfo *ci)
-{
-    occlUniqueId id;
-    if (ci->rank == 0)
-        CHECK_OCCL(occlGetUniqueId(&id));
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    occlComm_t comm;
-    CHECK_OCCL(occlCommInitRank(&comm, ci->nranks, id, ci->rank));
-    return comm;
-}
-
 /* Every element of buf (on the device) is want. */
 static void expect_all(const float *buf, float want, const char *what)
 {
@@ -68,7 +57,7 @@ int main(void)
     CHECK_OR(orGetClusterInfo(&ci));
     if (ci.nranks < 2)
         mpitest_fail(__FILE__, __LINE__, "needs at least 2 ranks", "");
-    occlComm_t A = make_comm(&ci), B = make_comm(&ci);
+    occlComm_t A = occltest_comm_world(&ci), B = occltest_comm_world(&ci);
     orStream_t a, b;
     CHECK_OR(orStreamCreate(&a));
     CHECK_OR(orStreamCreate(&b));

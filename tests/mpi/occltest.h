@@ -19,4 +19,17 @@
         }                                                                                \
     } while (0)
 
+/* A communicator of every rank of the job, on the current device: rank 0
+ * makes the id and broadcasts it, as NCCL's examples do. */
+static inline occlComm_t occltest_comm_world(const orClusterInfo *ci)
+{
+    occlUniqueId id;
+    if (ci->rank == 0)
+        CHECK_OCCL(occlGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    occlComm_t comm;
+    CHECK_OCCL(occlCommInitRank(&comm, ci->nranks, id, ci->rank));
+    return comm;
+}
+
 #endif

@@ -92,6 +92,7 @@ int main(int argc, char* argv[])
       occlCommDestroy(comms[i]);
 
 
+  free(sendbuff); free(recvbuff); free(s); /* added: NCCL's example leaks them (LeakSanitizer) */
   if (wrong) return EXIT_FAILURE; /* added: */
   printf("Success \n");
   return 0;

@@ -166,6 +166,7 @@ int main(int argc, char* argv[])
   MPICHECK(MPI_Finalize());
 
 
+  free(sendbuff); free(recvbuff); free(s); /* added: NCCL's example leaks them (LeakSanitizer) */
   if (wrong) return EXIT_FAILURE; /* added: */
   printf("[MPI Rank %d] Success \n", myRank);
   return 0;

@@ -687,15 +687,22 @@ occlResult_t occl_run_call(occl_call *c)
 occlResult_t occl_run_calls(occl_call *calls, int n)
 {
     occl_xfer *xf = calloc((size_t)n, sizeof *xf);
-    if (!xf)
+    occl_fp *fp = calloc((size_t)n, sizeof *fp);
+    if (!xf || !fp) {
+        free(xf);
+        free(fp);
         return occl_fail(occlSystemError, "out of memory");
+    }
     for (int i = 0; i < n; i++) {
         size_t bytes = calls[i].count * occl_type_size(calls[i].type);
         xf[i] = calls[i].coll == OCCL_COLL_SEND ? send_x(calls[i].root, calls[i].sendbuff, bytes)
                                                 : recv_x(calls[i].root, calls[i].recvbuff, bytes);
         xf[i].p2p = true;
+        fp[i] = occl_fp_of(&calls[i]);
+        xf[i].fp = &fp[i];
     }
     occlResult_t res = occl_xfers_run(calls[0].comm, xf, n);
     free(xf);
+    free(fp);
     return res;
 }

@@ -109,6 +109,7 @@ occlResult_t occlGetVersion(int *version)
 
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static uint64_t timeout_ns = (uint64_t)TIMEOUT_MS_DEFAULT * 1000000u;
+static bool check_calls = true; /* OCCL_CHECK_CALLS: fingerprints (fingerprint.c) */
 static char settings_error[200]; /* empty: the settings are valid */
 
 static void settings_read(void)
@@ -126,6 +127,15 @@ static void settings_read(void)
                      env, TIMEOUT_MS_MAX);
         else
             timeout_ns = (uint64_t)ms * 1000000u;
+    }
+    env = getenv("OCCL_CHECK_CALLS");
+    if (env && !settings_error[0]) {
+        if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_CHECK_CALLS='%.40s' is not valid: expected 0 (calls unchecked) or 1 "
+                     "(every call's fingerprint compared across its ranks, the default)", env);
+        else
+            check_calls = *env == '1';
     }
     const char *dbg = getenv("OCCL_DEBUG");
     if (dbg && strcmp(dbg, "INFO") == 0)
@@ -293,6 +303,8 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
 __attribute__((constructor)) static void occl_settings_register(void)
 {
     or_config_must_agree("OCCL_ALGO");
+    /* With it on, a call's first network message to each peer is a header. */
+    or_config_must_agree("OCCL_CHECK_CALLS");
 }
 
 /* ---- unique ids -------------------------------------------------------------- */
@@ -381,6 +393,7 @@ static void comm_free(occlComm_t c)
         return;
     live_remove(c);
     occl_runner_stop(c);
+    occl_notice_release(c);
     occl_scratch_release(c);
     if (c->ctrl)
         orFree(c->ctrl);
@@ -421,7 +434,9 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
         p->ctrl = p->node == c->job.node ? or_mem_import(&p->ctrl_ref) : NULL;
         if (p->node == c->job.node && !p->ctrl)
             return occl_fail(occlInternalError, "cannot map rank %d's control block", r);
+        c->network |= !p->ctrl;
     }
+    c->check_calls = check_calls;
     /* Ring: by node, then rank, so it leaves each node once. */
     for (int r = 0; r < c->nranks; r++)
         c->ring[r] = r;
@@ -899,6 +914,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
                         {0}, false, NULL, 0, NULL, comm->device, NULL};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
     pthread_mutex_lock(&comm->lock);
+    occl_fp_begin(comm, &gather);
     occlResult_t res = occl_run_call(&gather);
     uint64_t split = ++comm->splits;
     pthread_mutex_unlock(&comm->lock);

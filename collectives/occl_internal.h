@@ -61,13 +61,37 @@ void occl_log(occl_log_level level, const char *fmt, ...) __attribute__((format(
 /* A failed call records why, for occlGetLastError. */
 occlResult_t occl_fail(occlResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A call as its peers must see it (collective fingerprints): every transfer
+ * carries its call's, and the receiving end compares them before it touches
+ * the data, so calls issued in different orders or with different types,
+ * ops, roots or counts fail on every rank instead of mixing data. */
+typedef struct occl_fp {
+    uint64_t comm_id; /* the communicator's id: stale traffic of another one never matches */
+    uint64_t seq;     /* the communicator's collective calls so far, this one included; 0: a point-to-point call */
+    uint64_t count;
+    int32_t root;     /* Broadcast, Reduce, Gather, Scatter: the root; Send, Recv: the peer; else -1 */
+    uint8_t coll;     /* occl_coll */
+    uint8_t type;     /* occlDataType_t */
+    uint8_t op;       /* occlRedOp_t of a reduction (occlNumOps: a PreMulSum); else OCCL_FP_NO_OP */
+    uint8_t pad;
+} occl_fp;
+#define OCCL_FP_NO_OP 0xff
+
+/* What a rank that found a mismatch tells the others: both sides. */
+typedef struct occl_notice {
+    uint64_t comm_id;
+    uint64_t seq; /* the collective call that failed, 0: a point-to-point call (only its peer is told) */
+    int32_t rank[2];
+    occl_fp fp[2];
+} occl_notice;
+
 /* The mailbox of one direction of a pair, in the sender's control block. */
 typedef struct occl_slot {
-    _Atomic uint64_t seq; /* transfers posted to this peer */
-    or_mem_ref ref;       /* where the bytes of transfer `seq` are */
+    _Alignas(64) _Atomic uint64_t seq; /* transfers posted to this peer */
+    or_mem_ref ref;                    /* where the bytes of transfer `seq` are */
     uint64_t bytes;
     uint32_t p2p; /* transfer `seq` is of a point-to-point call (occlRecvAnySource matches it) */
-    char pad[64 - 8 - sizeof(or_mem_ref) - 8 - 4];
+    occl_fp fp;   /* its call (with fingerprints on) */
 } occl_slot;
 
 /* Per rank, in its device's memory (shared within its node). */
@@ -77,7 +101,10 @@ typedef struct occl_ctrl {
      * with nothing to do sleeps on it (a futex shared across processes). */
     _Atomic uint32_t doorbell;
     _Atomic uint32_t sleepers;
-    char pad[48];
+    /* A peer of this node that found mismatched calls writes its notice
+     * here: 0 empty, 1 being written, 2 posted. */
+    _Atomic uint32_t notice_state;
+    occl_notice notice;
     /* out[j]: this rank's transfers to rank j; ack[j]: transfers from rank j
      * this rank has consumed. Laid out as out[nranks] then ack[nranks]. */
     occl_slot slots[];
@@ -90,6 +117,9 @@ typedef struct occl_peer {
     or_mem_ref ctrl_ref;
     occl_ctrl *ctrl; /* mapped here when on this node */
     uint64_t sent, received; /* transfer counters of this pair, this side */
+    /* Network: the collective call whose header last went to / came from
+     * this peer (a call's first transfer each way carries one). */
+    uint64_t hdr_sent, hdr_received;
 } occl_peer;
 
 struct occlComm {
@@ -115,6 +145,17 @@ struct occlComm {
     bool runner_started, runner_stop;
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
+    /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
+     * collective's; a peer's notice of a mismatch, once received; the notices
+     * this rank sent over the network, until MPI is done with them. */
+    bool check_calls;
+    bool network; /* some peer is on another node */
+    occl_fp fp;
+    bool noticed;
+    occl_notice notice;
+    occl_notice notice_out;
+    MPI_Request *notice_reqs; /* nranks */
+
     /* Ops made by occlRedOpCreatePreMulSum: op = occlNumOps + index. */
     struct occl_premul_op {
         bool used;
@@ -188,6 +229,10 @@ typedef struct occl_xfer {
      * one pass). */
     bool hold;
     const void *mapped;
+    /* Its call's fingerprint (NULL: the running collective's, comm->fp). */
+    const occl_fp *fp;
+    occl_fp hdr; /* network: the header received or sent */
+    bool with_hdr;
     /* With hold: the sender goes on as soon as the bytes are mapped, not at
      * release. For algorithms in which the sender cannot rewrite those bytes
      * before it hears from this receiver again (nvls_all_reduce). */
@@ -207,10 +252,12 @@ typedef struct occl_xfer {
     size_t piece;
     int npieces, next_post, next_done;
     void *staging;
-    MPI_Request req[OCCL_NET_MAX_PIECES];
+    MPI_Request req[OCCL_NET_MAX_PIECES + 1]; /* a send's header last */
     int nreq; /* requests still outstanding */
 } occl_xfer;
 
+/* Wake a rank that may sleep on its control block's doorbell. */
+void occl_ring_bell(occl_ctrl *c);
 /* Progress a set of transfers until all are done or the deadline passes. */
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
 /* Let the sender of a held receive go on (its bytes are no longer read). */
@@ -219,6 +266,23 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x);
  * that has been posted, and name that peer (occlRecvAnySource); occlTimeout
  * at the deadline. */
 occlResult_t occl_xfer_probe(occlComm_t comm, int *peer);
+
+/* fingerprint.c */
+struct occl_call;
+/* The fingerprint of call c; a collective's also becomes comm->fp, with
+ * the communicator's next sequence number. */
+occl_fp occl_fp_of(const struct occl_call *c);
+void occl_fp_begin(occlComm_t comm, const struct occl_call *c);
+/* Whether a receive with fingerprint mine matches a send with theirs. */
+bool occl_fp_match(const occl_fp *mine, const occl_fp *theirs);
+/* Both sides differ: fail with occlInvalidUsage naming both, and tell the
+ * other ranks of the call (all of a collective, the peer of a Send). */
+occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs, const occl_fp *mine);
+/* A notice from a peer that applies to the running call: occlInvalidUsage
+ * with it; probe_net also looks for notices over the network. */
+occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net);
+/* Forget notices still in flight (when the communicator is freed). */
+void occl_notice_release(occlComm_t comm);
 
 /* One collective or point-to-point call, copied at enqueue. */
 typedef enum {

@@ -28,15 +28,16 @@
 #include "occl_internal.h"
 
 /* XFER_QUEUED: a network receive that waits until the receive before it from
- * the same peer has posted all its pieces (see occl_xfers_run). */
-enum { XFER_START, XFER_WAIT, XFER_DONE, XFER_QUEUED };
+ * the same peer has posted all its pieces (see occl_xfers_run); XFER_HEADER:
+ * a network receive that waits for its call's header from the peer. */
+enum { XFER_START, XFER_WAIT, XFER_DONE, XFER_QUEUED, XFER_HEADER };
 
 static occl_slot *out_slot(occl_ctrl *c, int peer) { return &c->slots[peer]; }
 static occl_slot *ack_slot(occl_ctrl *c, int nranks, int peer) { return &c->slots[nranks + peer]; }
 
 /* Wake a rank that may sleep waiting for us (shared, not process-private:
  * the rank may be in another process of the node). */
-static void ring_bell(occl_ctrl *c)
+void occl_ring_bell(occl_ctrl *c)
 {
     atomic_fetch_add(&c->doorbell, 1);
     if (atomic_load(&c->sleepers))
@@ -103,6 +104,10 @@ static occlResult_t post_piece(occlComm_t comm, occl_xfer *x, int k)
     return occlSuccess;
 }
 
+enum { NO_MOVE, MOVED, FINISHED };
+
+static occlResult_t post_net(occlComm_t comm, occl_xfer *x);
+
 static occlResult_t start(occlComm_t comm, occl_xfer *x)
 {
     occl_peer *p = &comm->peers[x->peer];
@@ -133,6 +138,29 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
     if (x->npieces > OCCL_NET_MAX_PIECES)
         return occl_fail(occlInvalidArgument, "transfer of %zu bytes is too long", x->bytes);
     x->next_post = x->next_done = 0;
+    x->with_hdr = false;
+    /* A call's first message each way is its header (a Send's, every time);
+     * the receiver posts no byte before the header has matched its own. */
+    if (comm->check_calls &&
+        (!x->fp->seq || (x->kind == OCCL_XFER_SEND ? p->hdr_sent : p->hdr_received) != x->fp->seq)) {
+        if (x->kind == OCCL_XFER_RECV) {
+            x->state = XFER_HEADER;
+            return occlSuccess;
+        }
+        x->hdr = *x->fp;
+        if (MPI_Isend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag_of(comm, comm->rank, x->peer),
+                      net_comm(comm, x), &x->req[x->npieces]) != MPI_SUCCESS)
+            return occl_fail(occlSystemError, "MPI_Isend to rank %d failed", x->peer);
+        x->with_hdr = true;
+        p->hdr_sent = x->fp->seq;
+    }
+    return post_net(comm, x);
+}
+
+/* Post a network transfer's pieces (a reducing receive: the first ones). */
+static occlResult_t post_net(occlComm_t comm, occl_xfer *x)
+{
+    occl_peer *p = &comm->peers[x->peer];
     if (x->kind == OCCL_XFER_RECV && x->reduce && x->bytes) {
         int depth = x->npieces < OCCL_NET_DEPTH ? x->npieces : OCCL_NET_DEPTH;
         x->staging = occl_staging_take(comm, (size_t)depth * x->piece);
@@ -161,9 +189,50 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
                              x->kind == OCCL_XFER_SEND ? "Isend to" : "Irecv from", x->peer);
         x->nreq++;
     }
+    x->nreq += x->with_hdr; /* last in req[] */
     x->next_post = x->npieces;
     x->state = XFER_WAIT;
     return occlSuccess;
+}
+
+/* A network receive waiting for its call's header: take it when it has
+ * come, compare, then post the receive of the bytes. */
+static int progress_header(occlComm_t comm, occl_xfer *x, occlResult_t *err)
+{
+    occl_peer *p = &comm->peers[x->peer];
+    int flag = 0, bytes = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    if (MPI_Improbe(p->world_rank, tag_of(comm, x->peer, comm->rank), net_comm(comm, x), &flag, &msg,
+                    &st) != MPI_SUCCESS) {
+        *err = occl_fail(occlRemoteError, "MPI_Improbe for rank %d failed", x->peer);
+        return NO_MOVE;
+    }
+    if (!flag)
+        return NO_MOVE;
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    if (bytes != (int)sizeof x->hdr) {
+        /* Not a header: bytes of a call this rank thinks over (set alike
+         * on every rank, OCCL_CHECK_CALLS makes headers come or not). */
+        char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
+        MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        free(sink);
+        *err = occl_fail(occlInvalidUsage, "rank %d sent %d bytes where rank %d expects the header "
+                                           "of its call: mismatched calls", x->peer, bytes, comm->rank);
+        return NO_MOVE;
+    }
+    if (MPI_Mrecv(&x->hdr, sizeof x->hdr, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        *err = occl_fail(occlRemoteError, "MPI transfer with rank %d failed", x->peer);
+        return NO_MOVE;
+    }
+    if (!occl_fp_match(x->fp, &x->hdr)) {
+        *err = occl_fp_mismatch(comm, x->peer, &x->hdr, x->fp);
+        return NO_MOVE;
+    }
+    if (x->fp->seq)
+        p->hdr_received = x->fp->seq;
+    *err = post_net(comm, x);
+    return MOVED;
 }
 
 static void deliver_at(occl_xfer *x, size_t off, const void *src, size_t bytes)
@@ -191,8 +260,10 @@ static bool post_send(occlComm_t comm, occl_xfer *x)
     s->ref = x->ref;
     s->bytes = x->bytes;
     s->p2p = x->p2p;
+    if (comm->check_calls)
+        s->fp = *x->fp;
     atomic_store_explicit(&s->seq, x->seq, memory_order_release);
-    ring_bell(p->ctrl);
+    occl_ring_bell(p->ctrl);
     x->state = XFER_WAIT;
     return true;
 }
@@ -202,10 +273,8 @@ static void acknowledge(occlComm_t comm, const occl_xfer *x)
 {
     atomic_store_explicit(&ack_slot(comm->ctrl, comm->nranks, x->peer)->seq, x->seq,
                           memory_order_release);
-    ring_bell(comm->peers[x->peer].ctrl);
+    occl_ring_bell(comm->peers[x->peer].ctrl);
 }
-
-enum { NO_MOVE, MOVED, FINISHED };
 
 /* A network transfer: test its outstanding pieces in order; a reducing
  * receive reduces each arrived piece and posts the one OCCL_NET_DEPTH
@@ -216,8 +285,8 @@ static int progress_net(occlComm_t comm, occl_xfer *x, occlResult_t *err)
     int moved = NO_MOVE;
     if (!staged) {
         int done = 0;
-        MPI_Status st[OCCL_NET_MAX_PIECES];
-        if (MPI_Testall(x->npieces, x->req, &done, st) != MPI_SUCCESS) {
+        MPI_Status st[OCCL_NET_MAX_PIECES + 1];
+        if (MPI_Testall(x->npieces + x->with_hdr, x->req, &done, st) != MPI_SUCCESS) {
             *err = occl_fail(occlRemoteError, "MPI transfer with rank %d failed", x->peer);
             return NO_MOVE;
         }
@@ -271,6 +340,10 @@ static int progress(occlComm_t comm, occl_xfer *x, occlResult_t *err)
     occl_slot *in = out_slot(p->ctrl, comm->rank);
     if (atomic_load_explicit(&in->seq, memory_order_acquire) < x->seq)
         return NO_MOVE;
+    if (comm->check_calls && !occl_fp_match(x->fp, &in->fp)) {
+        *err = occl_fp_mismatch(comm, x->peer, &in->fp, x->fp);
+        return NO_MOVE;
+    }
     if (in->bytes != x->bytes) {
         *err = occl_fail(occlInvalidUsage, "rank %d sent %llu bytes where rank %d expects %zu: "
                                            "mismatched calls", x->peer,
@@ -352,7 +425,12 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
      * before it has posted all its pieces. Both ends list a pair's transfers
      * in the same order, so the messages meet their receives. */
     int *before = NULL;
+    bool p2p = n > 0 && x[0].p2p;
+    if (comm->noticed) /* the communicator's calls were found mismatched */
+        err = occl_notice_check(comm, p2p, false);
     for (int i = 0; i < n && err == occlSuccess; i++) {
+        if (!x[i].fp)
+            x[i].fp = &comm->fp;
         if (x[i].resume) { /* posted by an earlier run: only its end is left */
             x[i].post_only = false;
             x[i].state = XFER_WAIT;
@@ -383,7 +461,8 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
         for (int i = 0; i < n && err == occlSuccess; i++) {
             if (x[i].state == XFER_QUEUED) {
                 const occl_xfer *b = &x[before[i]];
-                if (b->state == XFER_QUEUED || (b->state == XFER_WAIT && b->next_post < b->npieces))
+                if (b->state == XFER_QUEUED || b->state == XFER_HEADER ||
+                    (b->state == XFER_WAIT && b->next_post < b->npieces))
                     continue;
                 err = start(comm, &x[i]);
                 moved = true;
@@ -396,6 +475,8 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
                     continue;
                 }
             }
+            if (x[i].state == XFER_HEADER)
+                moved |= progress_header(comm, &x[i], &err) != NO_MOVE;
             if (x[i].state == XFER_WAIT) {
                 int m = progress(comm, &x[i], &err);
                 moved |= m != NO_MOVE;
@@ -414,7 +495,12 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
         }
         bool network = false;
         for (int i = 0; i < n; i++)
-            network |= x[i].state == XFER_WAIT && x[i].nreq > 0;
+            network |= (x[i].state == XFER_WAIT && x[i].nreq > 0) || x[i].state == XFER_HEADER;
+        /* A peer may have found this call mismatched: look in the control
+         * block at every idle turn, on the network at every 16th. */
+        if (comm->check_calls &&
+            (err = occl_notice_check(comm, p2p, (idle & 15) == 15)) != occlSuccess)
+            break;
         idle_wait(comm, ++idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
@@ -467,6 +553,8 @@ occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
             return err;
         if (atomic_load(&comm->async_error) != occlSuccess)
             return occl_fail(occlInvalidUsage, "the communicator was aborted");
+        if (comm->check_calls && (err = occl_notice_check(comm, true, (idle & 15) == 15)) != occlSuccess)
+            return err;
         idle_wait(comm, idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             return occl_fail(occlTimeout, "rank %d: RecvAnySource: no rank sent to it within "

@@ -572,13 +572,19 @@ static occlResult_t exchange(occlComm_t comm, const int *peers, int npeers, bool
         res = occlUnhandledDeviceError;
     else if (!xf)
         res = occl_fail(occlSystemError, "out of memory");
+    /* A collective's exchange is its first, under its fingerprint; sends and
+     * receives exchange as a Send and a Recv of the clocks. */
+    occl_fp fs = {.comm_id = comm->id, .count = sizeof mine, .root = -1, .coll = OCCL_COLL_SEND,
+                  .type = occlUint8, .op = OCCL_FP_NO_OP};
+    occl_fp fr = fs;
+    fr.coll = OCCL_COLL_RECV;
     if (res == occlSuccess) {
         *dev = mine;
         for (int i = 0; i < npeers; i++) {
             xf[2 * i] = (occl_xfer){.kind = OCCL_XFER_SEND, .peer = peers[i], .buf = dev,
-                                    .bytes = sizeof mine, .p2p = p2p};
+                                    .bytes = sizeof mine, .p2p = p2p, .fp = p2p ? &fs : NULL};
             xf[2 * i + 1] = (occl_xfer){.kind = OCCL_XFER_RECV, .peer = peers[i], .buf = &info[peers[i]],
-                                        .bytes = sizeof mine, .p2p = p2p};
+                                        .bytes = sizeof mine, .p2p = p2p, .fp = p2p ? &fr : NULL};
         }
         res = occl_xfers_run(comm, xf, 2 * npeers);
     }
@@ -677,6 +683,8 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
     uint64_t wall0 = traced && !virt ? or_trace_now() : 0, entry = *clock;
     int nr = comm->nranks;
     bool model = virt && nr > 1 && (p2p || calls[0].count > 0);
+    if (!p2p)
+        occl_fp_begin(comm, &calls[0]);
     vinfo *info = NULL;
     int *peers = NULL, *gdev = NULL, npeers = 0;
     occlResult_t res = occlSuccess;

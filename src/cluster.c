@@ -17,7 +17,7 @@
 #include "topo.h"
 
 or_cluster or_cl = {.comm = MPI_COMM_NULL, .coll_comm = MPI_COMM_NULL, .p2p_comm = MPI_COMM_NULL,
-                    .node_comm = MPI_COMM_NULL};
+                    .ctl_comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL};
 
 /* Set by the runtime: stops whatever uses MPI (the proxy thread) before the
  * application's own MPI_Finalize takes MPI away. */
@@ -53,6 +53,8 @@ static void release_mpi_objects(void)
         MPI_Comm_free(&or_cl.coll_comm);
     if (or_cl.p2p_comm != MPI_COMM_NULL)
         MPI_Comm_free(&or_cl.p2p_comm);
+    if (or_cl.ctl_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&or_cl.ctl_comm);
 }
 
 static void detach_from_mpi(void)
@@ -477,11 +479,15 @@ orError_t or_cluster_init(const or_config *cfg, int ndevices, bool config_ok)
     MPI_Comm_idup(MPI_COMM_WORLD, &or_cl.p2p_comm, &req);
     if ((err = start_wait(&req, "making communicators")) != orSuccess)
         return err;
+    MPI_Comm_idup(MPI_COMM_WORLD, &or_cl.ctl_comm, &req);
+    if ((err = start_wait(&req, "making communicators")) != orSuccess)
+        return err;
     /* A dead peer must be an error the runtime reports, not the end of this
      * process too. */
     MPI_Comm_set_errhandler(or_cl.comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(or_cl.coll_comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(or_cl.p2p_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(or_cl.ctl_comm, MPI_ERRORS_RETURN);
 
     /* All ranks start, or none: a rank with a bad setting, or settings that
      * differ between ranks, must not leave the others waiting below. */

@@ -33,6 +33,7 @@ typedef struct or_cluster {
     MPI_Comm comm;  /* duplicate of MPI_COMM_WORLD for the runtime's traffic */
     MPI_Comm coll_comm; /* another, for the collectives layer */
     MPI_Comm p2p_comm;  /* and one for its point-to-point calls */
+    MPI_Comm ctl_comm;  /* and one for its notices of failed calls */
     MPI_Comm node_comm; /* the ranks of this virtual node */
     int rank, nranks;
     int host_rank, host_nranks; /* among the ranks of this real host */

@@ -47,7 +47,9 @@ orError_t or_job(or_job_view *view)
 {
     OR_API_BEGIN();
     *view = (or_job_view){or_cl.mpi, or_cl.mpi ? or_cl.coll_comm : MPI_COMM_NULL,
-                          or_cl.mpi ? or_cl.p2p_comm : MPI_COMM_NULL, or_cl.rank, or_cl.nranks, or_cl.node, or_cl.rank_node, or_cl.job_id,
+                          or_cl.mpi ? or_cl.p2p_comm : MPI_COMM_NULL,
+                          or_cl.mpi ? or_cl.ctl_comm : MPI_COMM_NULL, or_cl.rank, or_cl.nranks,
+                          or_cl.node, or_cl.rank_node, or_cl.job_id,
                           or_cl.topo, or_cl.topo_device};
     return orSuccess;
 }

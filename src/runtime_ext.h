@@ -35,6 +35,8 @@ typedef struct or_job_view {
     /* For their point-to-point calls: a context of its own, so that a
      * receive from any source matches sends, never a collective's traffic. */
     MPI_Comm p2p_comm;
+    /* For notices between them (a call found mismatched across ranks). */
+    MPI_Comm ctl_comm;
     int rank, nranks;  /* world */
     int node;          /* virtual node of this rank */
     const int *rank_node; /* virtual node of every world rank */

@@ -394,6 +394,8 @@ static void comm_free(occlComm_t c)
     live_remove(c);
     occl_runner_stop(c);
     occl_notice_release(c);
+    if (c->magic == OCCL_COMM_MAGIC && c->network && atomic_load(&c->async_error) != occlSuccess)
+        occl_xfer_drain(c);
     occl_scratch_release(c);
     if (c->ctrl)
         orFree(c->ctrl);
@@ -800,6 +802,16 @@ occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError)
 {
     if (!occl_comm_valid(comm) || !asyncError)
         return occl_fail(occlInvalidArgument, "comm is not a live communicator, or asyncError is NULL");
+    /* A peer's notice that a call this rank has finished its part of was
+     * mismatched (a Reduce's leaf, done before its root found it): the
+     * communicator has failed. While a task runs, its own waits look. */
+    if (comm->check_calls && atomic_load(&comm->async_error) == occlSuccess &&
+        pthread_mutex_trylock(&comm->lock) == 0) {
+        occlResult_t res = occl_notice_check(comm, false, true);
+        if (res != occlSuccess)
+            occl_comm_set_error(comm, res);
+        pthread_mutex_unlock(&comm->lock);
+    }
     *asyncError = (occlResult_t)atomic_load(&comm->async_error);
     return occlSuccess;
 }

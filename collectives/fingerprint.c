@@ -25,6 +25,10 @@
 
 #include "occl_internal.h"
 
+static bool waits_ready(occlComm_t comm);
+#define NPAST (sizeof ((struct occlComm *)0)->past / sizeof *((struct occlComm *)0)->past)
+
+
 static bool rooted(occl_coll c)
 {
     return c == OCCL_COLL_BROADCAST || c == OCCL_COLL_REDUCE || c == OCCL_COLL_GATHER ||
@@ -70,6 +74,41 @@ void occl_fp_begin(occlComm_t comm, const occl_call *c)
     uint64_t seq = comm->fp.seq + 1;
     comm->fp = occl_fp_of(c);
     comm->fp.seq = seq;
+    comm->past[seq % NPAST] = comm->fp;
+    if (!comm->check_calls)
+        return;
+    occl_ctrl *ctrl = comm->ctrl;
+    uint32_t v = atomic_load_explicit(&ctrl->current_version, memory_order_relaxed);
+    atomic_store_explicit(&ctrl->current_version, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    ctrl->current = comm->fp;
+    atomic_store_explicit(&ctrl->current_version, v + 2, memory_order_release);
+}
+
+/* Peer j's published collective (same node); false while it is being written. */
+static bool read_current(const occl_ctrl *c, occl_fp *out)
+{
+    uint32_t v = atomic_load_explicit(&c->current_version, memory_order_acquire);
+    if (v & 1)
+        return false;
+    *out = c->current;
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&c->current_version, memory_order_relaxed) == v;
+}
+
+/* More than this without progress in a collective and a network peer is
+ * told which call this rank waits in: rare in healthy runs, and a mismatch
+ * in which both sides receive ends within milliseconds. */
+#define WAIT_TELL_NS 2000000u
+
+occl_fp_pair occl_fp_carried(occlComm_t comm, const occl_fp *fp)
+{
+    occl_fp_pair p = {*fp, {0}};
+    if (fp->seq > 1)
+        p.prev = comm->past[(fp->seq - 1) % NPAST];
+    else if (!fp->seq) /* a Send: the collective it follows */
+        p.prev = comm->fp;
+    return p;
 }
 
 bool occl_fp_match(const occl_fp *mine, const occl_fp *theirs)
@@ -140,9 +179,22 @@ static void send_notice(occlComm_t comm, int j)
               comm->tag_slot, comm->job.ctl_comm, &comm->notice_reqs[j]);
 }
 
-occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs, const occl_fp *mine)
+occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
+                              const occl_fp *theirs_prev, const occl_fp *mine)
 {
-    occl_notice n = {.comm_id = comm->id};
+    occl_notice n = {.kind = OCCL_NOTICE_MISMATCH, .comm_id = comm->id};
+    /* One side has finished the collective the other is still in: the root
+     * cause is what it ran as that call. */
+    const occl_fp *was = &comm->past[theirs->seq % NPAST];
+    if (theirs->seq && mine->seq > theirs->seq && was->seq == theirs->seq &&
+        theirs->comm_id == comm->id && !occl_fp_match(was, theirs))
+        mine = was;
+    else if (mine->seq && theirs_prev && theirs->seq == mine->seq + 1 &&
+             theirs_prev->seq == mine->seq && !occl_fp_match(mine, theirs_prev))
+        theirs = theirs_prev;
+    else if (!theirs->seq && theirs_prev && mine->seq > theirs_prev->seq + 1 &&
+             comm->past[(theirs_prev->seq + 1) % NPAST].seq == theirs_prev->seq + 1)
+        mine = &comm->past[(theirs_prev->seq + 1) % NPAST]; /* what this rank ran where the Send came */
     /* The earliest collective either side is in fails; between a Send and a
      * Recv only the pair does. */
     n.seq = mine->seq && theirs->seq ? (mine->seq < theirs->seq ? mine->seq : theirs->seq)
@@ -192,12 +244,34 @@ occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net)
                         free(buf);
                 }
                 /* A notice to an earlier communicator of this tag slot is stale. */
-                if (buf == &n && n.comm_id == comm->id) {
+                if (buf == &n && n.comm_id == comm->id && n.kind == OCCL_NOTICE_MISMATCH) {
                     comm->notice = n;
                     comm->noticed = true;
+                } else if (buf == &n && n.comm_id == comm->id && n.rank[0] >= 0 &&
+                           n.rank[0] < comm->nranks && waits_ready(comm)) {
+                    /* A peer waits for this rank in a collective, or in a
+                     * Recv of transfer n.seq: occl_fp_check_wait compares
+                     * when this rank waits for that peer. */
+                    struct occl_peer_wait *w = &comm->waits[n.rank[0]];
+                    if (n.fp[0].seq)
+                        w->heard = n.fp[0];
+                    if (n.sending) {
+                        w->heard_send = n.fp[0];
+                        w->heard_send_xfer = n.seq;
+                    } else {
+                        w->heard_recv = n.fp[0];
+                        w->heard_xfer = n.seq;
+                    }
                 }
             }
         }
+    }
+    /* A network peer waits for this rank in this collective under another
+     * fingerprint (whether or not this rank waits for that peer). */
+    for (int j = 0; !comm->noticed && !p2p && comm->waits && comm->fp.seq && j < comm->nranks; j++) {
+        const occl_fp *h = &comm->waits[j].heard;
+        if (h->seq == comm->fp.seq && !occl_fp_match(&comm->fp, h))
+            return occl_fp_mismatch(comm, j, h, NULL, &comm->fp);
     }
     if (!comm->noticed)
         return occlSuccess;
@@ -207,8 +281,118 @@ occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net)
     return fail_with(comm, &comm->notice);
 }
 
+static bool waits_ready(occlComm_t comm)
+{
+    if (comm->waits)
+        return true;
+    comm->waits = calloc((size_t)comm->nranks, sizeof *comm->waits);
+    for (int k = 0; comm->waits && k < comm->nranks; k++)
+        comm->waits[k].req = MPI_REQUEST_NULL;
+    return comm->waits != NULL;
+}
+
+/* Tell network peer j which call this rank waits in, once per call (a
+ * Recv: once per transfer); the previous message must be gone first. */
+static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t xfer_seq, bool sending)
+{
+    struct occl_peer_wait *w = &comm->waits[j];
+    uint64_t *told_xfer = sending ? &w->told_send_xfer : &w->told_xfer;
+    if ((!mine->seq || w->told == mine->seq) && *told_xfer == xfer_seq)
+        return;
+    if (w->req != MPI_REQUEST_NULL) {
+        int done = 0;
+        MPI_Test(&w->req, &done, MPI_STATUS_IGNORE);
+        if (!done)
+            return;
+    }
+    w->msg = (occl_notice){.kind = OCCL_NOTICE_WAITING, .sending = sending, .comm_id = comm->id,
+                           .seq = xfer_seq, .rank = {comm->rank, j}, .fp = {*mine}};
+    w->told = mine->seq;
+    *told_xfer = xfer_seq;
+    MPI_Isend(&w->msg, sizeof w->msg, MPI_BYTE, comm->peers[j].world_rank, comm->tag_slot,
+              comm->job.ctl_comm, &w->req);
+}
+
+/* Three ways a wait for peer j can never end:
+ * - j is in the same collective (by sequence number) under another
+ *   fingerprint: both may be waiting to receive (a Gather's root against a
+ *   Scatter's);
+ * - j is blocked in a Recv of a transfer this rank has not started (its
+ *   number is past this rank's count of transfers to j): this rank starts
+ *   no transfer to j before its own call ends, and that call waits for j.
+ *   A stale report cannot pass: a Recv that ended took a started transfer;
+ * - within a node, j has posted this rank the transfer it would take next,
+ *   under another call's fingerprint, and waits for it to be taken (both
+ *   send): nothing in this rank's call takes it (a receive from j would
+ *   have compared it), and j's send ends only when it is taken. */
+occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t waited_ns)
+{
+    int j = x->peer;
+    occl_peer *p = &comm->peers[j];
+    const occl_fp *mine = x->fp;
+    occl_fp theirs;
+    if (!comm->check_calls)
+        return occlSuccess;
+    if (p->ctrl) {
+        if (mine->seq && read_current(p->ctrl, &theirs) && theirs.seq == mine->seq &&
+            !occl_fp_match(mine, &theirs))
+            return occl_fp_mismatch(comm, j, &theirs, NULL, mine);
+        occl_slot *in = &p->ctrl->slots[comm->rank]; /* j's mailbox for this rank */
+        if (atomic_load_explicit(&in->seq, memory_order_acquire) == p->received + 1 &&
+            x->kind == OCCL_XFER_SEND) {
+            occl_fp_pair posted = in->fp; /* j cannot post again before this rank takes it */
+            if (!mine->seq || !occl_fp_match(mine, &posted.cur))
+                return occl_fp_mismatch(comm, j, &posted.cur, &posted.prev, mine);
+        }
+        occl_slot *w = &p->ctrl->slots[comm->nranks + comm->rank]; /* j's slot for this rank */
+        uint64_t blocked = atomic_load_explicit(&w->wait_seq, memory_order_acquire);
+        if (blocked > p->sent) {
+            theirs = w->fp.cur;
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&w->wait_seq, memory_order_relaxed) == blocked)
+                return occl_fp_mismatch(comm, j, &theirs, NULL, mine);
+        }
+        return occlSuccess;
+    }
+    if (!waits_ready(comm))
+        return occlSuccess;
+    struct occl_peer_wait *w = &comm->waits[j];
+    if (mine->seq && w->heard.seq == mine->seq && !occl_fp_match(mine, &w->heard))
+        return occl_fp_mismatch(comm, j, &w->heard, NULL, mine);
+    /* j's Recv waits for a transfer this rank has not started, or for the
+     * last one it started, which is of another call (over the network a
+     * collective's and a Send's messages travel apart and never meet). */
+    if (w->heard_xfer > p->sent)
+        return occl_fp_mismatch(comm, j, &w->heard_recv, NULL, mine);
+    if (w->heard_xfer && w->heard_xfer == p->sent && !occl_fp_match(&w->heard_recv, &p->last_sent))
+        return occl_fp_mismatch(comm, j, &w->heard_recv, NULL, &p->last_sent);
+    /* j waits in a send of the transfer this rank would take next, and no
+     * receive of this rank's call waits for it (it would have taken it, or
+     * compared it): as within a node. */
+    if (w->heard_send_xfer && w->heard_send_xfer == p->received + 1 &&
+        (!mine->seq || !occl_fp_match(mine, &w->heard_send)))
+        return occl_fp_mismatch(comm, j, &w->heard_send, NULL, mine);
+    if (waited_ns >= WAIT_TELL_NS)
+        tell_waiting(comm, j, mine, x->seq, x->kind == OCCL_XFER_SEND);
+    return occlSuccess;
+}
+
 void occl_notice_release(occlComm_t comm)
 {
+    if (comm->waits) {
+        for (int j = 0; j < comm->nranks; j++) {
+            int done = 0;
+            if (comm->waits[j].req == MPI_REQUEST_NULL)
+                continue;
+            MPI_Test(&comm->waits[j].req, &done, MPI_STATUS_IGNORE);
+            if (!done) {
+                MPI_Cancel(&comm->waits[j].req);
+                MPI_Request_free(&comm->waits[j].req);
+            }
+        }
+        free(comm->waits);
+        comm->waits = NULL;
+    }
     if (!comm->notice_reqs)
         return;
     for (int j = 0; j < comm->nranks; j++) {

@@ -77,8 +77,21 @@ typedef struct occl_fp {
 } occl_fp;
 #define OCCL_FP_NO_OP 0xff
 
-/* What a rank that found a mismatch tells the others: both sides. */
+/* What a transfer carries: its call's fingerprint and, for a collective,
+ * the one before it on this communicator (a peer still in that earlier call
+ * is then named against what this rank ran as it). */
+typedef struct occl_fp_pair {
+    occl_fp cur, prev;
+} occl_fp_pair;
+
+/* What a rank that found a mismatch tells the others: both sides. Over the
+ * network the same message also says "rank[0] waits for you in call fp[0]"
+ * (kind OCCL_NOTICE_WAITING), so that two ranks that both wait to receive,
+ * in different calls, find out. */
+enum { OCCL_NOTICE_MISMATCH, OCCL_NOTICE_WAITING };
 typedef struct occl_notice {
+    uint32_t kind;
+    uint32_t sending; /* OCCL_NOTICE_WAITING: rank[0] waits in a send of transfer `seq`, not a receive */
     uint64_t comm_id;
     uint64_t seq; /* the collective call that failed, 0: a point-to-point call (only its peer is told) */
     int32_t rank[2];
@@ -91,7 +104,10 @@ typedef struct occl_slot {
     or_mem_ref ref;                    /* where the bytes of transfer `seq` are */
     uint64_t bytes;
     uint32_t p2p; /* transfer `seq` is of a point-to-point call (occlRecvAnySource matches it) */
-    occl_fp fp;   /* its call (with fingerprints on) */
+    occl_fp_pair fp; /* its call (with fingerprints on); in ack[j]: cur is the Recv of wait_seq */
+    /* ack[j] only: the transfer from rank j that this rank's latest Recv
+     * from it waits for (occl_fp_check_wait). */
+    _Atomic uint64_t wait_seq;
 } occl_slot;
 
 /* Per rank, in its device's memory (shared within its node). */
@@ -105,6 +121,10 @@ typedef struct occl_ctrl {
      * here: 0 empty, 1 being written, 2 posted. */
     _Atomic uint32_t notice_state;
     occl_notice notice;
+    /* The collective this rank is in, for peers of its node that wait for
+     * it (written under a sequence lock: odd while being written). */
+    _Atomic uint32_t current_version;
+    occl_fp current;
     /* out[j]: this rank's transfers to rank j; ack[j]: transfers from rank j
      * this rank has consumed. Laid out as out[nranks] then ack[nranks]. */
     occl_slot slots[];
@@ -118,8 +138,10 @@ typedef struct occl_peer {
     occl_ctrl *ctrl; /* mapped here when on this node */
     uint64_t sent, received; /* transfer counters of this pair, this side */
     /* Network: the collective call whose header last went to / came from
-     * this peer (a call's first transfer each way carries one). */
+     * this peer (a call's first transfer each way carries one), and the
+     * call of the last transfer started to it. */
     uint64_t hdr_sent, hdr_received;
+    occl_fp last_sent;
 } occl_peer;
 
 struct occlComm {
@@ -151,10 +173,26 @@ struct occlComm {
     bool check_calls;
     bool network; /* some peer is on another node */
     occl_fp fp;
+    /* The last collectives' fingerprints, by sequence number: a peer still
+     * in an earlier call is named against what this rank ran as that call. */
+    occl_fp past[8];
     bool noticed;
     occl_notice notice;
     occl_notice notice_out;
     MPI_Request *notice_reqs; /* nranks */
+    /* Network peers: the collective each said it waits in for this rank,
+     * and this rank's "waiting" messages to them (occl_fp_check_waits). */
+    struct occl_peer_wait {
+        occl_fp heard;      /* the collective it waits in */
+        occl_fp heard_recv; /* a receive of it blocked on its transfer heard_xfer from this rank */
+        uint64_t heard_xfer;
+        occl_fp heard_send; /* a send of it blocked on its transfer heard_send_xfer to this rank */
+        uint64_t heard_send_xfer;
+        /* the collective, and the receive's and the send's transfers, last told about */
+        uint64_t told, told_xfer, told_send_xfer;
+        occl_notice msg;
+        MPI_Request req;
+    } *waits;
 
     /* Ops made by occlRedOpCreatePreMulSum: op = occlNumOps + index. */
     struct occl_premul_op {
@@ -231,7 +269,7 @@ typedef struct occl_xfer {
     const void *mapped;
     /* Its call's fingerprint (NULL: the running collective's, comm->fp). */
     const occl_fp *fp;
-    occl_fp hdr; /* network: the header received or sent */
+    occl_fp_pair hdr; /* network: the header received or sent */
     bool with_hdr;
     /* With hold: the sender goes on as soon as the bytes are mapped, not at
      * release. For algorithms in which the sender cannot rewrite those bytes
@@ -262,6 +300,10 @@ void occl_ring_bell(occl_ctrl *c);
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
 /* Let the sender of a held receive go on (its bytes are no longer read). */
 void occl_xfer_release(occlComm_t comm, occl_xfer *x);
+/* Take and drop what peers on other nodes sent this rank that no receive
+ * took (after a failed call), so that a later communicator of its tags does
+ * not meet it. */
+void occl_xfer_drain(occlComm_t comm);
 /* Wait until some peer's next transfer to this rank is a point-to-point send
  * that has been posted, and name that peer (occlRecvAnySource); occlTimeout
  * at the deadline. */
@@ -275,12 +317,21 @@ occl_fp occl_fp_of(const struct occl_call *c);
 void occl_fp_begin(occlComm_t comm, const struct occl_call *c);
 /* Whether a receive with fingerprint mine matches a send with theirs. */
 bool occl_fp_match(const occl_fp *mine, const occl_fp *theirs);
+/* What a transfer of the running call carries. */
+occl_fp_pair occl_fp_carried(occlComm_t comm, const occl_fp *fp);
 /* Both sides differ: fail with occlInvalidUsage naming both, and tell the
- * other ranks of the call (all of a collective, the peer of a Send). */
-occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs, const occl_fp *mine);
+ * other ranks of the call (all of a collective, the peer of a Send).
+ * theirs_prev (may be NULL): the peer's collective before theirs. */
+occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
+                              const occl_fp *theirs_prev, const occl_fp *mine);
 /* A notice from a peer that applies to the running call: occlInvalidUsage
  * with it; probe_net also looks for notices over the network. */
 occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net);
+/* Transfer x has waited `waited_ns` without moving: whether its peer is in
+ * a call that can never meet this one (both waiting to receive); a network
+ * peer is told which call this rank waits in, once per call. */
+struct occl_xfer;
+occlResult_t occl_fp_check_wait(occlComm_t comm, const struct occl_xfer *x, uint64_t waited_ns);
 /* Forget notices still in flight (when the communicator is freed). */
 void occl_notice_release(occlComm_t comm);
 

@@ -127,6 +127,11 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
     } else {
         x->seq = ++p->received;
         if (same_node(comm, x->peer)) {
+            if (comm->check_calls && x->p2p) { /* for a peer that may wait for us */
+                occl_slot *a = ack_slot(comm->ctrl, comm->nranks, x->peer);
+                a->fp.cur = *x->fp;
+                atomic_store_explicit(&a->wait_seq, x->seq, memory_order_release);
+            }
             x->state = XFER_WAIT;
             return occlSuccess;
         }
@@ -139,6 +144,8 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
         return occl_fail(occlInvalidArgument, "transfer of %zu bytes is too long", x->bytes);
     x->next_post = x->next_done = 0;
     x->with_hdr = false;
+    if (comm->check_calls && x->kind == OCCL_XFER_SEND)
+        p->last_sent = *x->fp; /* for a peer that says it waits for this transfer */
     /* A call's first message each way is its header (a Send's, every time);
      * the receiver posts no byte before the header has matched its own. */
     if (comm->check_calls &&
@@ -147,10 +154,14 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
             x->state = XFER_HEADER;
             return occlSuccess;
         }
-        x->hdr = *x->fp;
-        if (MPI_Isend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag_of(comm, comm->rank, x->peer),
+        /* Synchronous: the transfer ends only once the peer's receive has
+         * taken the header, so a Send across nodes waits for its Recv as one
+         * within a node does, and a call that met another is never left
+         * looking finished on this side alone. */
+        x->hdr = occl_fp_carried(comm, x->fp);
+        if (MPI_Issend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag_of(comm, comm->rank, x->peer),
                       net_comm(comm, x), &x->req[x->npieces]) != MPI_SUCCESS)
-            return occl_fail(occlSystemError, "MPI_Isend to rank %d failed", x->peer);
+            return occl_fail(occlSystemError, "MPI_Issend to rank %d failed", x->peer);
         x->with_hdr = true;
         p->hdr_sent = x->fp->seq;
     }
@@ -212,21 +223,25 @@ static int progress_header(occlComm_t comm, occl_xfer *x, occlResult_t *err)
         return NO_MOVE;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
     if (bytes != (int)sizeof x->hdr) {
-        /* Not a header: bytes of a call this rank thinks over (set alike
-         * on every rank, OCCL_CHECK_CALLS makes headers come or not). */
+        /* Every call's first message to a peer is a header (OCCL_CHECK_CALLS
+         * is alike on every rank), so this is what a failed call of an
+         * earlier communicator with these tags left behind: dropped. */
         char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
         MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
         free(sink);
-        *err = occl_fail(occlInvalidUsage, "rank %d sent %d bytes where rank %d expects the header "
-                                           "of its call: mismatched calls", x->peer, bytes, comm->rank);
-        return NO_MOVE;
+        OCCL_INFO("rank %d: dropped %d stale bytes from rank %d", comm->rank, bytes, x->peer);
+        return MOVED;
     }
     if (MPI_Mrecv(&x->hdr, sizeof x->hdr, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         *err = occl_fail(occlRemoteError, "MPI transfer with rank %d failed", x->peer);
         return NO_MOVE;
     }
-    if (!occl_fp_match(x->fp, &x->hdr)) {
-        *err = occl_fp_mismatch(comm, x->peer, &x->hdr, x->fp);
+    if (x->hdr.cur.comm_id != comm->id) { /* likewise, a header */
+        OCCL_INFO("rank %d: dropped a stale header from rank %d", comm->rank, x->peer);
+        return MOVED;
+    }
+    if (!occl_fp_match(x->fp, &x->hdr.cur)) {
+        *err = occl_fp_mismatch(comm, x->peer, &x->hdr.cur, &x->hdr.prev, x->fp);
         return NO_MOVE;
     }
     if (x->fp->seq)
@@ -261,7 +276,7 @@ static bool post_send(occlComm_t comm, occl_xfer *x)
     s->bytes = x->bytes;
     s->p2p = x->p2p;
     if (comm->check_calls)
-        s->fp = *x->fp;
+        s->fp = occl_fp_carried(comm, x->fp);
     atomic_store_explicit(&s->seq, x->seq, memory_order_release);
     occl_ring_bell(p->ctrl);
     x->state = XFER_WAIT;
@@ -340,8 +355,8 @@ static int progress(occlComm_t comm, occl_xfer *x, occlResult_t *err)
     occl_slot *in = out_slot(p->ctrl, comm->rank);
     if (atomic_load_explicit(&in->seq, memory_order_acquire) < x->seq)
         return NO_MOVE;
-    if (comm->check_calls && !occl_fp_match(x->fp, &in->fp)) {
-        *err = occl_fp_mismatch(comm, x->peer, &in->fp, x->fp);
+    if (comm->check_calls && !occl_fp_match(x->fp, &in->fp.cur)) {
+        *err = occl_fp_mismatch(comm, x->peer, &in->fp.cur, &in->fp.prev, x->fp);
         return NO_MOVE;
     }
     if (in->bytes != x->bytes) {
@@ -400,19 +415,20 @@ static void cancel(occlComm_t comm, occl_xfer *x)
 
 /* Nothing moved for `idle` looks in a row. Peers may share our core: spin
  * briefly, yield a little, then sleep until a peer rings the bell read
- * before the last look (network traffic is polled every 50 us). */
+ * before the last look (network traffic is polled every 50 us; a
+ * communicator spanning nodes looks for notices every millisecond). */
+enum { IDLE_SPIN = 64, IDLE_SLEEP = 80 };
 static void idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline)
 {
-    if (idle < 64) {
+    if (idle < IDLE_SPIN) {
         or_cpu_relax();
-    } else if (idle < 80) {
+    } else if (idle < IDLE_SLEEP) {
         sched_yield();
     } else {
         uint64_t now = or_now_ns();
         uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
-        if (nap > 100000000u)
-            nap = 100000000u;
-        sleep_on_bell(comm->ctrl, bell, nap);
+        uint64_t cap = comm->network && comm->check_calls ? 1000000u : 100000000u;
+        sleep_on_bell(comm->ctrl, bell, nap < cap ? nap : cap);
     }
 }
 
@@ -452,7 +468,7 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
     for (int i = 0; i < n && err == occlSuccess; i++)
         if (x[i].state == XFER_START)
             err = start(comm, &x[i]);
-    uint64_t deadline = occl_deadline();
+    uint64_t deadline = occl_deadline(), idle_since = 0;
     unsigned idle = 0;
     for (int left = n; err == occlSuccess && left > 0;) {
         bool moved = false;
@@ -496,11 +512,19 @@ occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
         bool network = false;
         for (int i = 0; i < n; i++)
             network |= (x[i].state == XFER_WAIT && x[i].nreq > 0) || x[i].state == XFER_HEADER;
-        /* A peer may have found this call mismatched: look in the control
-         * block at every idle turn, on the network at every 16th. */
-        if (comm->check_calls &&
-            (err = occl_notice_check(comm, p2p, (idle & 15) == 15)) != occlSuccess)
-            break;
+        if (idle == 0)
+            idle_since = or_now_ns();
+        /* Waiting long enough to sleep: a peer may have found this call
+         * mismatched, or be in another call and waiting for us too. */
+        if (comm->check_calls && idle >= IDLE_SLEEP) {
+            err = occl_notice_check(comm, p2p, true);
+            uint64_t waited = or_now_ns() - idle_since;
+            for (int i = 0; i < n && err == occlSuccess; i++)
+                if (x[i].state != XFER_DONE)
+                    err = occl_fp_check_wait(comm, &x[i], waited);
+            if (err != occlSuccess)
+                break;
+        }
         idle_wait(comm, ++idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
@@ -553,11 +577,46 @@ occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
             return err;
         if (atomic_load(&comm->async_error) != occlSuccess)
             return occl_fail(occlInvalidUsage, "the communicator was aborted");
-        if (comm->check_calls && (err = occl_notice_check(comm, true, (idle & 15) == 15)) != occlSuccess)
+        if (comm->check_calls && idle >= IDLE_SLEEP &&
+            (err = occl_notice_check(comm, true, true)) != occlSuccess)
             return err;
         idle_wait(comm, idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             return occl_fail(occlTimeout, "rank %d: RecvAnySource: no rank sent to it within "
                                           "OCCL_TIMEOUT_MS", comm->rank);
+    }
+}
+
+void occl_xfer_drain(occlComm_t comm)
+{
+    for (;;) { /* notices and waits addressed to this communicator */
+        int flag = 0, bytes = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        if (MPI_Improbe(MPI_ANY_SOURCE, comm->tag_slot, comm->job.ctl_comm, &flag, &msg, &st) != MPI_SUCCESS ||
+            !flag)
+            break;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
+        MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        free(sink);
+    }
+    MPI_Comm ctx[2] = {comm->job.comm, comm->job.p2p_comm};
+    for (int j = 0; j < comm->nranks; j++) {
+        if (j == comm->rank || same_node(comm, j))
+            continue;
+        for (int c = 0; c < 2; c++)
+            for (;;) {
+                int flag = 0, bytes = 0;
+                MPI_Message msg;
+                MPI_Status st;
+                if (MPI_Improbe(comm->peers[j].world_rank, tag_of(comm, j, comm->rank), ctx[c], &flag,
+                                &msg, &st) != MPI_SUCCESS || !flag)
+                    break;
+                MPI_Get_count(&st, MPI_BYTE, &bytes);
+                char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
+                MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+                free(sink);
+            }
     }
 }

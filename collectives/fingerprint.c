@@ -176,7 +176,7 @@ static void send_notice(occlComm_t comm, int j)
     if (comm->notice_reqs[j] != MPI_REQUEST_NULL)
         return;
     MPI_Isend(&comm->notice_out, sizeof comm->notice_out, MPI_BYTE, comm->peers[j].world_rank,
-              comm->tag_slot, comm->job.ctl_comm, &comm->notice_reqs[j]);
+              occl_ctl_tag(comm, j), comm->job.ctl_comm, &comm->notice_reqs[j]);
 }
 
 occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
@@ -230,19 +230,18 @@ occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net)
         } else if (probe_net && comm->network) {
             int flag = 0;
             MPI_Status st;
-            MPI_Iprobe(MPI_ANY_SOURCE, comm->tag_slot, comm->job.ctl_comm, &flag, &st);
+            MPI_Message msg;
+            MPI_Improbe(MPI_ANY_SOURCE, occl_ctl_tag(comm, comm->rank), comm->job.ctl_comm, &flag, &msg,
+                        &st);
             if (flag) {
                 /* Notices have one size; anything else is taken and dropped. */
                 occl_notice n = {0};
                 int bytes = 0;
                 MPI_Get_count(&st, MPI_BYTE, &bytes);
                 void *buf = bytes == (int)sizeof n ? (void *)&n : malloc(bytes > 0 ? (size_t)bytes : 1);
-                if (buf) {
-                    MPI_Recv(buf, bytes, MPI_BYTE, st.MPI_SOURCE, comm->tag_slot, comm->job.ctl_comm,
-                             MPI_STATUS_IGNORE);
-                    if (buf != &n)
-                        free(buf);
-                }
+                MPI_Mrecv(buf, buf ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+                if (buf != &n)
+                    free(buf);
                 /* A notice to an earlier communicator of this tag slot is stale. */
                 if (buf == &n && n.comm_id == comm->id && n.kind == OCCL_NOTICE_MISMATCH) {
                     comm->notice = n;
@@ -309,11 +308,11 @@ static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t x
                            .seq = xfer_seq, .rank = {comm->rank, j}, .fp = {*mine}};
     w->told = mine->seq;
     *told_xfer = xfer_seq;
-    MPI_Isend(&w->msg, sizeof w->msg, MPI_BYTE, comm->peers[j].world_rank, comm->tag_slot,
+    MPI_Isend(&w->msg, sizeof w->msg, MPI_BYTE, comm->peers[j].world_rank, occl_ctl_tag(comm, j),
               comm->job.ctl_comm, &w->req);
 }
 
-/* Three ways a wait for peer j can never end:
+/* Ways a wait for peer j can never end:
  * - j is in the same collective (by sequence number) under another
  *   fingerprint: both may be waiting to receive (a Gather's root against a
  *   Scatter's);
@@ -324,7 +323,12 @@ static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t x
  * - within a node, j has posted this rank the transfer it would take next,
  *   under another call's fingerprint, and waits for it to be taken (both
  *   send): nothing in this rank's call takes it (a receive from j would
- *   have compared it), and j's send ends only when it is taken. */
+ *   have compared it), and j's send ends only when it is taken.
+ * The last two (and their network forms) reason about the order of a
+ * pair's transfers; they are applied where a Send or Recv is on one side.
+ * Two collectives are compared by sequence number alone: a pipelined
+ * algorithm may leave a peer a step behind while this rank is a call
+ * ahead, which is no mismatch. */
 occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t waited_ns)
 {
     int j = x->peer;
@@ -341,7 +345,11 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
         if (atomic_load_explicit(&in->seq, memory_order_acquire) == p->received + 1 &&
             x->kind == OCCL_XFER_SEND) {
             occl_fp_pair posted = in->fp; /* j cannot post again before this rank takes it */
-            if (!mine->seq || !occl_fp_match(mine, &posted.cur))
+            /* ... and j had not taken this rank's send when it posted: j's
+             * acknowledgement is read after its post. */
+            const occl_slot *taken = &p->ctrl->slots[comm->nranks + comm->rank];
+            if ((!mine->seq || !posted.cur.seq) &&
+                atomic_load_explicit(&taken->seq, memory_order_acquire) < x->seq)
                 return occl_fp_mismatch(comm, j, &posted.cur, &posted.prev, mine);
         }
         occl_slot *w = &p->ctrl->slots[comm->nranks + comm->rank]; /* j's slot for this rank */
@@ -362,15 +370,17 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
     /* j's Recv waits for a transfer this rank has not started, or for the
      * last one it started, which is of another call (over the network a
      * collective's and a Send's messages travel apart and never meet). */
-    if (w->heard_xfer > p->sent)
+    bool p2p_recv = w->heard_xfer && !w->heard_recv.seq;
+    if (w->heard_xfer > p->sent && (p2p_recv || !mine->seq))
         return occl_fp_mismatch(comm, j, &w->heard_recv, NULL, mine);
-    if (w->heard_xfer && w->heard_xfer == p->sent && !occl_fp_match(&w->heard_recv, &p->last_sent))
+    if (w->heard_xfer && w->heard_xfer == p->sent && (p2p_recv || !p->last_sent.seq) &&
+        !occl_fp_match(&w->heard_recv, &p->last_sent))
         return occl_fp_mismatch(comm, j, &w->heard_recv, NULL, &p->last_sent);
     /* j waits in a send of the transfer this rank would take next, and no
      * receive of this rank's call waits for it (it would have taken it, or
      * compared it): as within a node. */
     if (w->heard_send_xfer && w->heard_send_xfer == p->received + 1 &&
-        (!mine->seq || !occl_fp_match(mine, &w->heard_send)))
+        (!mine->seq || !w->heard_send.seq))
         return occl_fp_mismatch(comm, j, &w->heard_send, NULL, mine);
     if (waited_ns >= WAIT_TELL_NS)
         tell_waiting(comm, j, mine, x->seq, x->kind == OCCL_XFER_SEND);

@@ -327,6 +327,9 @@ occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
 /* A notice from a peer that applies to the running call: occlInvalidUsage
  * with it; probe_net also looks for notices over the network. */
 occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net);
+/* The tag of notices to comm rank `rank` on the job's control communicator:
+ * one process may hold several ranks of a communicator (its devices). */
+static inline int occl_ctl_tag(occlComm_t comm, int rank) { return comm->tag_slot << 10 | rank; }
 /* Transfer x has waited `waited_ns` without moving: whether its peer is in
  * a call that can never meet this one (both waiting to receive); a network
  * peer is told which call this rank waits in, once per call. */

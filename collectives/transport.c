@@ -415,8 +415,9 @@ static void cancel(occlComm_t comm, occl_xfer *x)
 
 /* Nothing moved for `idle` looks in a row. Peers may share our core: spin
  * briefly, yield a little, then sleep until a peer rings the bell read
- * before the last look (network traffic is polled every 50 us; a
- * communicator spanning nodes looks for notices every millisecond). */
+ * before the last look (network traffic is polled every 50 us; with
+ * fingerprints on, a wait looks at its peers' calls every 10 ms, every
+ * millisecond in a communicator spanning nodes). */
 enum { IDLE_SPIN = 64, IDLE_SLEEP = 80 };
 static void idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline)
 {
@@ -427,7 +428,7 @@ static void idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool networ
     } else {
         uint64_t now = or_now_ns();
         uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
-        uint64_t cap = comm->network && comm->check_calls ? 1000000u : 100000000u;
+        uint64_t cap = !comm->check_calls ? 100000000u : comm->network ? 1000000u : 10000000u;
         sleep_on_bell(comm->ctrl, bell, nap < cap ? nap : cap);
     }
 }
@@ -593,7 +594,7 @@ void occl_xfer_drain(occlComm_t comm)
         int flag = 0, bytes = 0;
         MPI_Message msg;
         MPI_Status st;
-        if (MPI_Improbe(MPI_ANY_SOURCE, comm->tag_slot, comm->job.ctl_comm, &flag, &msg, &st) != MPI_SUCCESS ||
+        if (MPI_Improbe(MPI_ANY_SOURCE, occl_ctl_tag(comm, comm->rank), comm->job.ctl_comm, &flag, &msg, &st) != MPI_SUCCESS ||
             !flag)
             break;
         MPI_Get_count(&st, MPI_BYTE, &bytes);

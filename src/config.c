@@ -43,6 +43,7 @@ static const or_param params[] = {
     {"OPENREG_STRICT", OR_PARAM_CHOICE, "0", "0 or 1",
      "1 makes device memory unreadable by host code outside runtime operations", 0, 0,
      bool_choices, offsetof(or_config, strict)},
+    {"OPENREG_MEMCHECK", OR_PARAM_CHOICE, "0", "0 or 1", "1 gives every device allocation guard pages and quarantines freed memory, so a kernel's or copy's out-of-bounds access or use after free is orErrorIllegalAddress (docs/api.md)", 0, 0, bool_choices, offsetof(or_config, memcheck)},
     {"OPENREG_BIND", OR_PARAM_CHOICE, "core", "core, numa or none",
      "binding of device worker threads: one core each, the device's NUMA node, or none; "
      "device memory is bound to the device's NUMA node unless none",

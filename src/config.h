@@ -15,6 +15,7 @@ typedef struct or_config {
     long long device_mem;     /* OPENREG_DEVICE_MEM, bytes; 0 = the profile's */
     long long device_threads; /* OPENREG_DEVICE_THREADS, 0 = auto */
     long long strict;         /* OPENREG_STRICT */
+    long long memcheck;       /* OPENREG_MEMCHECK */
     long long bind;           /* OPENREG_BIND, an or_bind_mode */
     long long ranks_per_node; /* OPENREG_RANKS_PER_NODE, 0 = one node per host */
     long long debug;          /* OPENREG_DEBUG, an or_log_level */

@@ -83,6 +83,8 @@ struct or_op {
             or_op *next_job; /* in the device's job list */
             void *args;      /* points into payload */
             const char *name; /* interned by the trace, NULL: the function's symbol */
+            const char *label; /* the launch's name (in payload, after args), or NULL */
+            _Atomic bool faulted; /* a block faulted: the others are skipped */
         } kernel;
         struct {
             void *dst;
@@ -215,16 +217,21 @@ void or_strict_leave(void);
 void or_strict_grow(or_device *dev, size_t high_water);
 
 /* error.c */
+/* Record err as the thread's last error and return it; once a sticky error
+ * is set, record and return that instead, whatever err. */
 orError_t or_error_record(orError_t err);
+/* The first sticky error wins and stays for the process's life. */
+void or_error_set_sticky(orError_t err);
+orError_t or_error_sticky(void); /* orSuccess while there is none */
 
 /* Every public call starts with this: lazy init, sticky init failure. */
 /* Start-up has run (whether it succeeded or not); never starts it. */
 bool or_init_finished(void);
-#define OR_API_BEGIN()                               \
-    do {                                             \
-        orError_t init_err_ = or_init();             \
-        if (init_err_ != orSuccess)                  \
-            return or_error_record(init_err_);       \
+#define OR_API_BEGIN()                                                 \
+    do {                                                               \
+        orError_t init_err_ = or_init();                               \
+        if (init_err_ != orSuccess || or_error_sticky() != orSuccess)  \
+            return or_error_record(init_err_);                         \
     } while (0)
 #define OR_RETURN(err) return or_error_record(err)
 
@@ -291,6 +298,15 @@ orError_t or_mem_allocation_of(const void *p, or_device **dev, or_extent *alloc)
 orError_t or_mem_resolve(int device, uint64_t offset, uint64_t length, uint64_t alloc_id,
                          void **ptr, uint64_t *size);
 void or_memory_fini(void);
+/* What addr is, for a fault report: "N bytes past the end of allocation of
+ * M bytes at P", "inside freed allocation ...", "not device memory", ... */
+void or_mem_describe(const void *addr, char *buf, size_t len);
+/* Memcheck: the first allocation (of any device) whose bytes before the
+ * block were written: true, the address and its description (the bytes are
+ * restored, so that it is reported once). */
+bool or_memcheck_canaries(void **addr, char *buf, size_t len);
+/* Memcheck with strict mode: make every live block of dev readable or not. */
+void or_memcheck_set_readable(or_device *dev, bool readable);
 
 /* peer.c */
 bool or_ipc_lookup(const void *p, or_ipc_map *out);

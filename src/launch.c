@@ -36,9 +36,13 @@ static orError_t launch(orKernel_t kernel, orDim3 grid, orDim3 block, const void
                           "orIpcOpenMemHandle): copy it to local memory first");
         return orErrorNotSupported;
     }
-    or_op *op = or_op_new(OR_OP_KERNEL, argsSize);
+    /* The name is kept (after the arguments) for fault reports. */
+    size_t name_len = name ? strlen(name) + 1 : 0;
+    or_op *op = or_op_new(OR_OP_KERNEL, argsSize + name_len);
     if (!op)
         return orErrorMemoryAllocation;
+    if (name)
+        op->u.kernel.label = memcpy(op->payload + argsSize, name, name_len);
     op->u.kernel.fn = kernel;
     op->u.kernel.grid = grid;
     op->u.kernel.block = block;

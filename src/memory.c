@@ -10,6 +10,7 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -119,6 +120,188 @@ void or_memory_fini(void)
     pthread_mutex_unlock(&or_rt.host_lock);
 }
 
+/* ---- memcheck ------------------------------------------------------------- */
+
+/* The bytes between an allocation's leading guard page and its block hold
+ * this value while nothing writes before the block. */
+#define CANARY 0xa5
+static unsigned char canary_page[65536];
+static pthread_once_t canary_once = PTHREAD_ONCE_INIT;
+
+static void canary_init(void) { memset(canary_page, CANARY, sizeof canary_page); }
+
+/* A guarded allocation's pages: its region without the two guard pages. */
+static void block_pages(const or_device *dev, const or_extent *e, unsigned char **start,
+                        size_t *len)
+{
+    size_t page = dev->arena.page;
+    *start = dev->hw.base + (e->off - e->lead) + page;
+    *len = e->lead + e->size - 2 * page;
+}
+
+/* Strict mode also closes the blocks outside its windows; the caller holds
+ * strict_lock then, so no window opens or closes meanwhile. */
+static bool blocks_readable(void) { return !or_rt.cfg.strict || or_rt.strict_open > 0; }
+
+static orError_t guarded_alloc(or_device *dev, size_t size, void **out)
+{
+    pthread_once(&canary_once, canary_init);
+    if (or_rt.cfg.strict)
+        pthread_mutex_lock(&or_rt.strict_lock);
+    pthread_mutex_lock(&dev->mem_lock);
+    size_t off;
+    or_extent e;
+    int rc = or_arena_alloc(&dev->arena, size, &off);
+    if (rc == 0)
+        or_arena_find(&dev->arena, off, &e);
+    unsigned char *start;
+    size_t len;
+    if (rc == 0) {
+        block_pages(dev, &e, &start, &len);
+        if (mprotect(start, len, PROT_READ | PROT_WRITE)) {
+            size_t ignored;
+            or_arena_free(&dev->arena, off, &ignored);
+            rc = ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        size_t gap = e.lead - dev->arena.page;
+        for (size_t done = 0; done < gap; done += sizeof canary_page)
+            memcpy(start + done, canary_page,
+                   gap - done < sizeof canary_page ? gap - done : sizeof canary_page);
+        if (!blocks_readable())
+            mprotect(start, len, PROT_NONE);
+    }
+    size_t used = dev->arena.used;
+    pthread_mutex_unlock(&dev->mem_lock);
+    if (or_rt.cfg.strict)
+        pthread_mutex_unlock(&or_rt.strict_lock);
+    if (rc) {
+        OR_INFO("memory", "device %d: cannot allocate %zu bytes with guard pages (%zu of %zu in "
+                "use or quarantined)", dev->id, size, used, dev->arena.capacity);
+        return orErrorMemoryAllocation;
+    }
+    *out = dev->hw.base + off;
+    return orSuccess;
+}
+
+/* The block becomes unreachable at once, and its addresses stay out of use
+ * while it is in the quarantine: a later access faults. */
+static int guarded_free(or_device *dev, size_t off)
+{
+    if (or_rt.cfg.strict)
+        pthread_mutex_lock(&or_rt.strict_lock);
+    pthread_mutex_lock(&dev->mem_lock);
+    or_extent e;
+    int rc = or_arena_find(&dev->arena, off, &e) || e.off != off ? ENOENT : 0;
+    size_t ignored;
+    if (rc == 0)
+        rc = or_arena_free(&dev->arena, off, &ignored);
+    if (rc == 0) {
+        unsigned char *start;
+        size_t len;
+        block_pages(dev, &e, &start, &len);
+        mprotect(start, len, PROT_NONE);
+        or_ipc_family_forget(dev, off);
+        or_cpu_device_discard(&dev->hw, e.off - e.lead, e.lead + e.size);
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+    if (or_rt.cfg.strict)
+        pthread_mutex_unlock(&or_rt.strict_lock);
+    return rc;
+}
+
+void or_memcheck_set_readable(or_device *dev, bool readable)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    for (size_t i = 0; i < dev->arena.live.n; i++) {
+        unsigned char *start;
+        size_t len;
+        block_pages(dev, &dev->arena.live.v[i], &start, &len);
+        mprotect(start, len, readable ? PROT_READ | PROT_WRITE : PROT_NONE);
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+bool or_memcheck_canaries(void **addr, char *buf, size_t len)
+{
+    for (int d = 0; d < or_rt.ndevices; d++) {
+        or_device *dev = &or_rt.devices[d];
+        pthread_mutex_lock(&dev->mem_lock);
+        for (size_t i = 0; i < dev->arena.live.n; i++) {
+            const or_extent *e = &dev->arena.live.v[i];
+            unsigned char *block = dev->hw.base + e->off;
+            size_t gap = e->lead - dev->arena.page;
+            unsigned char *p = block - gap;
+            size_t at = 0;
+            while (at < gap) {
+                size_t piece = gap - at < sizeof canary_page ? gap - at : sizeof canary_page;
+                if (memcmp(p + at, canary_page, piece))
+                    break;
+                at += piece;
+            }
+            if (at == gap)
+                continue;
+            while (p[at] == CANARY)
+                at++;
+            *addr = p + at;
+            snprintf(buf, len, "%zu bytes before the start of allocation of %zu bytes at %p",
+                     gap - at, e->requested, (void *)block);
+            memset(p, CANARY, gap); /* reported once */
+            pthread_mutex_unlock(&dev->mem_lock);
+            return true;
+        }
+        pthread_mutex_unlock(&dev->mem_lock);
+    }
+    return false;
+}
+
+void or_mem_describe(const void *addr, char *buf, size_t len)
+{
+    or_device *dev = device_of(addr);
+    if (!dev) {
+        snprintf(buf, len, "%s", or_cluster_peer_of(addr)
+                                     ? "another rank's device memory"
+                                     : "not device memory of this process (host memory or unmapped)");
+        return;
+    }
+    size_t off = (size_t)((const unsigned char *)addr - dev->hw.base);
+    or_extent e;
+    pthread_mutex_lock(&dev->mem_lock);
+    or_arena_where where = OR_ARENA_NOWHERE;
+    if (dev->arena.page)
+        where = or_arena_locate(&dev->arena, off, &e);
+    else if (or_arena_find(&dev->arena, off, &e) == 0)
+        where = OR_ARENA_LIVE;
+    pthread_mutex_unlock(&dev->mem_lock);
+    const void *block = dev->hw.base + e.off;
+    switch (where) {
+    case OR_ARENA_LIVE:
+        if (off >= e.off + e.requested)
+            snprintf(buf, len, "%zu bytes past the end of allocation of %zu bytes at %p",
+                     off - (e.off + e.requested), e.requested, block);
+        else if (off < e.off)
+            snprintf(buf, len, "%zu bytes before the start of allocation of %zu bytes at %p",
+                     e.off - off, e.requested, block);
+        else
+            snprintf(buf, len, "byte %zu of allocation of %zu bytes at %p", off - e.off,
+                     e.requested, block);
+        return;
+    case OR_ARENA_FREED:
+        if (off >= e.off && off < e.off + e.requested)
+            snprintf(buf, len, "byte %zu of freed allocation of %zu bytes at %p (use after free)",
+                     off - e.off, e.requested, block);
+        else
+            snprintf(buf, len, "a guard page of freed allocation of %zu bytes at %p", e.requested,
+                     block);
+        return;
+    case OR_ARENA_NOWHERE:
+        break;
+    }
+    snprintf(buf, len, "device %d memory in no allocation (freed%s, or never allocated)", dev->id,
+             dev->arena.page ? " and out of quarantine" : "");
+}
+
 /* ---- public: device memory ------------------------------------------------ */
 
 orError_t orMalloc(void **devPtr, size_t size)
@@ -131,6 +314,14 @@ orError_t orMalloc(void **devPtr, size_t size)
         return orSuccess;
     }
     or_device *dev = or_current_device();
+    if (dev->arena.page) {
+        void *p;
+        orError_t err = guarded_alloc(dev, size, &p);
+        if (err != orSuccess)
+            OR_RETURN(err);
+        *devPtr = p;
+        return orSuccess;
+    }
     size_t off;
     pthread_mutex_lock(&dev->mem_lock);
     int rc = or_arena_alloc(&dev->arena, size, &off);
@@ -155,13 +346,18 @@ orError_t orFree(void *devPtr)
     if (!dev)
         OR_RETURN(orErrorInvalidDevicePointer);
     size_t off = (size_t)((unsigned char *)devPtr - dev->hw.base), size;
-    pthread_mutex_lock(&dev->mem_lock);
-    int rc = or_arena_free(&dev->arena, off, &size);
-    if (rc == 0) {
-        or_ipc_family_forget(dev, off);
-        or_cpu_device_discard(&dev->hw, off, size);
+    int rc;
+    if (dev->arena.page) {
+        rc = guarded_free(dev, off);
+    } else {
+        pthread_mutex_lock(&dev->mem_lock);
+        rc = or_arena_free(&dev->arena, off, &size);
+        if (rc == 0) {
+            or_ipc_family_forget(dev, off);
+            or_cpu_device_discard(&dev->hw, off, size);
+        }
+        pthread_mutex_unlock(&dev->mem_lock);
     }
-    pthread_mutex_unlock(&dev->mem_lock);
     if (rc == ENOMEM)
         OR_RETURN(orErrorMemoryAllocation);
     if (rc)
@@ -204,7 +400,7 @@ orError_t orMallocHost(void **ptr, size_t size)
     if (mlock(p, len))
         OR_TRACE("memory", "mlock of %zu bytes refused; host buffer stays pageable", len);
     pthread_mutex_lock(&or_rt.host_lock);
-    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len, size, 0});
+    int rc = or_extent_set_add(&or_rt.host_allocs, (or_extent){(size_t)p, len, size, 0, 0});
     pthread_mutex_unlock(&or_rt.host_lock);
     if (rc) {
         munmap(p, len);

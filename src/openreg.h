@@ -42,7 +42,8 @@ extern "C" {
     X(orErrorTimeout, 13, "operation timed out")                                                \
     X(orErrorRemote, 14, "a remote peer failed")                                                \
     X(orErrorNotPermitted, 15, "operation not permitted from a kernel or host function")        \
-    X(orErrorHostMemoryNotRegistered, 16, "pointer is not a live pinned host allocation")
+    X(orErrorHostMemoryNotRegistered, 16, "pointer is not a live pinned host allocation")        \
+    X(orErrorIllegalAddress, 17, "illegal memory access by a kernel or copy (sticky: later calls return it too)")
 
 typedef enum orError_t {
 #define OR_ERROR_ENUM(name, value, text) name = value,

@@ -1,5 +1,6 @@
 /* src/runtime.c - lazy start-up, the device table, per-thread state, teardown. */
 #include "internal.h"
+#include "fault.h"
 #include "proxy.h"
 
 #include <errno.h>
@@ -58,9 +59,17 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place,
                 capacity, id, prof->name, strerror(errno));
         return orErrorInitialization;
     }
-    if (or_arena_init(&dev->arena, capacity))
+    if (or_rt.cfg.memcheck) {
+        /* Guard pages and a quarantine of a quarter of the memory, at most 256 MiB. */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t quarantine = capacity / 4 < ((size_t)256 << 20) ? capacity / 4 : (size_t)256 << 20;
+        if (or_arena_init_guarded(&dev->arena, capacity & ~(page - 1), page, quarantine))
+            return orErrorInitialization;
+    } else if (or_arena_init(&dev->arena, capacity)) {
         return orErrorInitialization;
-    if (or_rt.cfg.strict)
+    }
+    /* Memcheck: only live blocks are ever readable (guarded_alloc). */
+    if (or_rt.cfg.strict || or_rt.cfg.memcheck)
         or_cpu_device_set_readable(&dev->hw, capacity, false);
 
     int nthreads = or_rt.cfg.device_threads ? (int)or_rt.cfg.device_threads : place->ncores;
@@ -193,6 +202,10 @@ static void runtime_init(void)
         or_cluster_fini();
         return;
     }
+    /* Before the workers start: their faults become errors. */
+    if (or_fault_install())
+        OR_WARN("init", "cannot install the fault handler: a kernel's illegal access will crash "
+                        "the process");
     /* Devices share the real host with every rank on it. */
     or_rt.local_rank = or_cl.host_rank;
     or_rt.local_nranks = or_cl.host_nranks;
@@ -298,7 +311,10 @@ static void strict_set_all(bool readable)
 {
     for (int d = 0; d < or_rt.ndevices; d++) {
         or_device *dev = &or_rt.devices[d];
-        or_cpu_device_set_readable(&dev->hw, atomic_load(&dev->strict_extent), readable);
+        if (or_rt.cfg.memcheck) /* guard pages and freed blocks stay closed */
+            or_memcheck_set_readable(dev, readable);
+        else
+            or_cpu_device_set_readable(&dev->hw, atomic_load(&dev->strict_extent), readable);
     }
 }
 

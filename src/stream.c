@@ -8,8 +8,11 @@
  * stream parks on the event until the record completes.
  */
 #include "internal.h"
+#include "fault.h"
 #include "proxy.h"
 
+#include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,8 +234,65 @@ void or_stream_free_pending(or_stream *s)
 static _Thread_local void *block_shared;
 static _Thread_local size_t block_shared_size;
 
+/* A kernel's name for reports: its launch's, else its symbol, else its address. */
+static void kernel_name(const or_op *op, char *buf, size_t len)
+{
+    if (op->u.kernel.label) {
+        snprintf(buf, len, "%s", op->u.kernel.label);
+        return;
+    }
+    Dl_info info;
+    void *addr;
+    orKernel_t fn = op->u.kernel.fn;
+    memcpy(&addr, &fn, sizeof addr);
+    if (dladdr(addr, &info) && info.dli_sname)
+        snprintf(buf, len, "%s", info.dli_sname);
+    else
+        snprintf(buf, len, "%p", addr);
+}
+
+/* Device work failed with err: its stream reports it at the next
+ * synchronization, and every later call of the process returns it. */
+static void stream_fail(or_stream *s, orError_t err)
+{
+    int none = orSuccess;
+    atomic_compare_exchange_strong(&s->async_error, &none, (int)err);
+    or_error_set_sticky(err);
+}
+
+static void kernel_fault(or_stream *s, or_op *op, orDim3 block, const or_fault *f)
+{
+    bool first = false;
+    if (!atomic_compare_exchange_strong(&op->u.kernel.faulted, &first, true))
+        return; /* another block of the same launch reported already */
+    char name[256], where[320];
+    kernel_name(op, name, sizeof name);
+    or_mem_describe(f->addr, where, sizeof where);
+    OR_WARN("memcheck", "kernel %s, block (%u,%u,%u) on device %d: illegal address %p (%s): %s",
+            name, block.x, block.y, block.z, s->dev->id, f->addr,
+            f->sig == SIGBUS ? "SIGBUS" : "SIGSEGV", where);
+    stream_fail(s, orErrorIllegalAddress);
+}
+
+/* Memcheck: a kernel that wrote before the start of an allocation changed
+ * the bytes between its leading guard page and the block. */
+static void kernel_check_canaries(or_stream *s, or_op *op)
+{
+    void *addr;
+    char where[320];
+    if (!or_memcheck_canaries(&addr, where, sizeof where))
+        return;
+    char name[256];
+    kernel_name(op, name, sizeof name);
+    OR_WARN("memcheck", "kernel %s on device %d (block unknown: found after the kernel): illegal "
+            "write at %p: %s", name, s->dev->id, addr, where);
+    atomic_store(&op->u.kernel.faulted, true);
+    stream_fail(s, orErrorIllegalAddress);
+}
+
 /* Run blocks of a kernel until none are left; the thread finishing the last
- * block completes the op. */
+ * block completes the op. A block that faults fails the stream; the blocks
+ * not yet started then do not run (nor do any after a sticky error). */
 static void kernel_run_blocks(or_stream *s, or_op *op)
 {
     const orDim3 grid = op->u.kernel.grid;
@@ -256,10 +316,16 @@ static void kernel_run_blocks(or_stream *s, or_op *op)
         ctx.blockIdx.x = (unsigned)(b % grid.x);
         ctx.blockIdx.y = (unsigned)(b / grid.x % grid.y);
         ctx.blockIdx.z = (unsigned)(b / ((uint64_t)grid.x * grid.y));
-        op->u.kernel.fn(&ctx, op->u.kernel.args);
+        or_fault f;
+        if (!atomic_load_explicit(&op->u.kernel.faulted, memory_order_relaxed) &&
+            or_error_sticky() == orSuccess &&
+            !or_fault_call_kernel(op->u.kernel.fn, &ctx, op->u.kernel.args, &f))
+            kernel_fault(s, op, ctx.blockIdx, &f);
         if (atomic_fetch_add(&op->u.kernel.blocks_done, 1) + 1 == n)
             last = true;
     }
+    if (last && or_rt.cfg.memcheck && !atomic_load(&op->u.kernel.faulted))
+        kernel_check_canaries(s, op); /* inside the strict window: the bytes are readable */
     or_strict_leave();
     if (last) {
         or_device *dev = s->dev;
@@ -272,6 +338,41 @@ static void kernel_run_blocks(or_stream *s, or_op *op)
         pthread_mutex_unlock(&dev->lock);
         stream_complete(s, op);
     }
+}
+
+static void copy_body(void *arg)
+{
+    or_op *op = arg;
+    memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.count);
+}
+
+static void memset_body(void *arg)
+{
+    or_op *op = arg;
+    memset(op->u.memset.dst, op->u.memset.value, op->u.memset.count);
+}
+
+/* A copy or memset, which may fault when its memory was freed after it was
+ * issued (memcheck) or unmapped. */
+static void transfer_run(or_stream *s, or_op *op)
+{
+    if (or_error_sticky() != orSuccess)
+        return;
+    or_fault f;
+    or_strict_enter();
+    bool ok = or_fault_call(op->kind == OR_OP_COPY ? copy_body : memset_body, op, &f);
+    or_strict_leave();
+    if (ok)
+        return;
+    char where[320];
+    or_mem_describe(f.addr, where, sizeof where);
+    if (op->kind == OR_OP_COPY)
+        OR_WARN("memcheck", "copy of %zu bytes from %p to %p on device %d: illegal address %p: %s",
+                op->u.copy.count, op->u.copy.src, op->u.copy.dst, s->dev->id, f.addr, where);
+    else
+        OR_WARN("memcheck", "memset of %zu bytes at %p on device %d: illegal address %p: %s",
+                op->u.memset.count, op->u.memset.dst, s->dev->id, f.addr, where);
+    stream_fail(s, orErrorIllegalAddress);
 }
 
 static void remote_copy_done(or_proxy_req *req)
@@ -308,14 +409,8 @@ static void op_execute(or_stream *s, or_op *op)
         }
         return;
     case OR_OP_COPY:
-        or_strict_enter();
-        memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.count);
-        or_strict_leave();
-        break;
     case OR_OP_MEMSET:
-        or_strict_enter();
-        memset(op->u.memset.dst, op->u.memset.value, op->u.memset.count);
-        or_strict_leave();
+        transfer_run(s, op);
         break;
     case OR_OP_HOST_FUNC: {
         /* Work the function issues starts after it, in virtual time. */
@@ -374,6 +469,7 @@ void *or_device_worker_main(void *arg)
 {
     or_device *dev = arg;
     or_mark_worker_thread(dev->id);
+    or_fault_thread_start();
     pthread_mutex_lock(&dev->lock);
     for (;;) {
         or_op *job = take_job_locked(dev);
@@ -402,6 +498,7 @@ void *or_device_worker_main(void *arg)
         pthread_mutex_lock(&dev->lock);
     }
     pthread_mutex_unlock(&dev->lock);
+    or_fault_thread_end();
     free(block_shared);
     block_shared = NULL;
     block_shared_size = 0;

@@ -468,3 +468,93 @@ Test(extent_set, grows_to_many_entries)
     }
     or_extent_set_free(&s);
 }
+
+/* ---- guarded (memcheck) arenas ------------------------------------------ */
+
+#define PG ((size_t)4096)
+
+/* Guarded blocks end on a page boundary: no 256-byte alignment to check. */
+static size_t galloc(size_t size)
+{
+    size_t off = (size_t)-1;
+    int rc = or_arena_alloc(&arena, size, &off);
+    cr_assert_eq(rc, 0, "alloc(%zu) -> %d", size, rc);
+    return off;
+}
+
+static void make_guarded(size_t capacity, size_t quarantine)
+{
+    cr_assert_eq(or_arena_init_guarded(&arena, capacity, PG, quarantine), 0);
+}
+
+Test(arena_guarded, bad_page_sizes)
+{
+    cr_assert_eq(or_arena_init_guarded(&arena, 64 * PG, 3000, 0), EINVAL);
+    cr_assert_eq(or_arena_init_guarded(&arena, 64 * PG + 256, PG, 0), EINVAL);
+    cr_assert_eq(or_arena_init_guarded(&arena, 64 * PG, 128, 0), EINVAL);
+}
+
+Test(arena_guarded, block_ends_at_the_trailing_guard_page)
+{
+    make_guarded(64 * PG, 0);
+    size_t a = galloc(4000), b = galloc(2 * PG);
+    or_extent e;
+    cr_assert_eq(or_arena_find(&arena, a, &e), 0);
+    cr_assert_eq((a + 4000) % PG, 0, "the block ends on a page boundary");
+    cr_assert_eq(e.lead, PG + PG - 4000, "a guard page, then the bytes up to the block");
+    cr_assert_eq(e.size, 4000 + PG, "the block and its trailing guard page");
+    cr_assert_eq(e.requested, 4000);
+    cr_assert_eq(b % PG, 0, "a whole-page block starts right after its guard page");
+    cr_assert_eq(b, a + 4000 + PG + PG, "regions are contiguous: guard, block, guard");
+    cr_assert_eq(arena.used, 3 * PG + 4 * PG);
+    done();
+}
+
+Test(arena_guarded, locate_names_the_nearest_allocation)
+{
+    make_guarded(64 * PG, 64 * PG);
+    size_t a = galloc(4000), b = galloc(100);
+    or_extent e;
+    cr_assert_eq(or_arena_locate(&arena, a + 4000, &e), OR_ARENA_LIVE);
+    cr_assert_eq(e.off, a, "past the end of a: a");
+    cr_assert_eq(or_arena_locate(&arena, b - 1, &e), OR_ARENA_LIVE);
+    cr_assert_eq(e.off, b, "just before b: b");
+    cr_assert_eq(or_arena_locate(&arena, b - 100 - PG, &e), OR_ARENA_LIVE);
+    cr_assert_eq(e.off, b, "b's leading guard page");
+    cr_assert_eq(or_arena_free(&arena, a, NULL), 0);
+    cr_assert_eq(or_arena_locate(&arena, a + 8, &e), OR_ARENA_FREED);
+    cr_assert_eq(e.off, a);
+    cr_assert_eq(e.requested, 4000);
+    cr_assert_eq(or_arena_locate(&arena, 60 * PG, &e), OR_ARENA_NOWHERE);
+    done();
+}
+
+Test(arena_guarded, quarantine_is_a_fifo_with_a_byte_limit)
+{
+    make_guarded(64 * PG, 6 * PG); /* two regions of 3 pages */
+    size_t a = galloc(PG), b = galloc(PG), c = galloc(PG);
+    cr_assert_eq(or_arena_free(&arena, a, NULL), 0);
+    cr_assert_eq(or_arena_free(&arena, b, NULL), 0);
+    cr_assert_eq(arena.nquarantine, 2);
+    size_t d = galloc(PG);
+    cr_assert(d != a && d != b, "quarantined addresses are not handed out");
+    cr_assert_eq(or_arena_free(&arena, c, NULL), 0); /* over the limit: a leaves */
+    cr_assert_eq(arena.nquarantine, 2);
+    or_extent e;
+    cr_assert_eq(or_arena_locate(&arena, a, &e), OR_ARENA_NOWHERE, "the oldest left first");
+    cr_assert_eq(or_arena_locate(&arena, b, &e), OR_ARENA_FREED);
+    cr_assert_eq(arena.used, 3 * 3 * PG, "quarantined regions count as used");
+    done();
+}
+
+Test(arena_guarded, a_full_arena_takes_the_quarantine_back)
+{
+    make_guarded(16 * PG, 16 * PG);
+    size_t a = galloc(10 * PG);
+    cr_assert_eq(or_arena_free(&arena, a, NULL), 0);
+    size_t off;
+    cr_assert_eq(or_arena_alloc(&arena, 14 * PG, &off), 0, "the quarantine came back");
+    cr_assert_eq(arena.nquarantine, 0);
+    cr_assert_eq(or_arena_alloc(&arena, PG, &off), ENOMEM);
+    done();
+}

@@ -104,6 +104,8 @@ Test(config, threads_negative) { expect_bad_env_hint("OPENREG_DEVICE_THREADS", "
 Test(config, threads_too_many) { expect_bad_env_hint("OPENREG_DEVICE_THREADS", "257", "256"); }
 Test(config, strict_two) { expect_bad_env_hint("OPENREG_STRICT", "2", NULL); }
 Test(config, strict_word) { expect_bad_env_hint("OPENREG_STRICT", "yes", NULL); }
+Test(config, memcheck_two) { expect_bad_env_hint("OPENREG_MEMCHECK", "2", "0 or 1"); }
+Test(config, memcheck_word) { expect_bad_env_hint("OPENREG_MEMCHECK", "on", "0 or 1"); }
 Test(config, debug_unknown_level) { expect_bad_env_hint("OPENREG_DEBUG", "LOUD", "TRACE"); }
 Test(config, profile_unknown) { expect_bad_env_hint("OPENREG_DEVICE_PROFILE", "tpu", "a100"); }
 Test(config, profile_empty) { expect_bad_env_hint("OPENREG_DEVICE_PROFILE", "", "h100"); }

@@ -40,6 +40,7 @@ Test(errors, values_are_stable)
     cr_assert_eq(orErrorInitialization, 12);
     cr_assert_eq(orErrorNotPermitted, 15);
     cr_assert_eq(orErrorHostMemoryNotRegistered, 16);
+    cr_assert_eq(orErrorIllegalAddress, 17);
     for (size_t i = 0; i < N_ERRORS; i++)
         cr_assert_eq((size_t)all_errors[i].code, i, "codes are dense from 0");
 }
@@ -52,7 +53,7 @@ Test(errors, named_example)
 
 Test(errors, unknown_codes)
 {
-    const int unknown[] = {(int)N_ERRORS, 17, 100, 9999, -1, INT_MAX, INT_MIN};
+    const int unknown[] = {(int)N_ERRORS, 18, 100, 9999, -1, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         orError_t code = (orError_t)unknown[i];
         cr_assert_str_eq(orGetErrorName(code), "unrecognized error code", "code %d", unknown[i]);

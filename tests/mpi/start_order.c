@@ -5,6 +5,7 @@
  * waiting for ever: rank 1 calls the runtime while rank 0 waits for rank 1.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "mpitest.h"
 

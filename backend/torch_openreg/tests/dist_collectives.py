@@ -508,6 +508,39 @@ def check_errors(gloo):
     print(f"rank {RANK}: errors ok", flush=True)
 
 
+def check_mismatch(gloo):
+    """Calls that differ across ranks fail on every rank, each naming both sides
+    (OCCL's fingerprints): rank 0 all-reduces while the others broadcast, then
+    float32 against int32. Each on a group of its own, which stays failed."""
+    if SIZE < 2:
+        return
+    f32 = "rank 0 AllReduce float32 sum count 8 #1"
+    cases = [
+        (lambda g: dist.all_reduce(torch.ones(8, device=DEV), group=g) if RANK == 0 else
+         dist.broadcast(torch.ones(8, device=DEV), src=0, group=g),
+         ["occl broadcast failed" if RANK else "occl allreduce failed", "mismatched calls", f32,
+          "Broadcast float32 root 0 count 8 #1", "unusable from now on"]),
+        (lambda g: dist.all_reduce(torch.ones(8, device=DEV,
+                                              dtype=torch.float32 if RANK == 0 else torch.int32),
+                                   group=g),
+         ["mismatched calls", f32, "AllReduce int32 sum count 8 #1"]),
+    ]
+    for call, needles in cases:
+        g = dist.new_group(backend="occl")
+        expect_error(lambda: call(g), *needles)
+        try:  # the failed call's stream reports it once more, at its next synchronization
+            torch.openreg.synchronize()
+        except RuntimeError as e:
+            if "orErrorUnknown" not in str(e):
+                raise
+        dist.destroy_process_group(g)
+    x = data(torch.float32)
+    d = x.to(DEV)
+    dist.all_reduce(d)
+    same(d, reduce_local(everyone(x, gloo), "SUM"), "all_reduce after mismatched groups")
+    print(f"rank {RANK}: mismatch ok", flush=True)
+
+
 def main():
     store = sys.argv[1]
     dist.init_process_group(BACKEND, init_method="file://" + store, rank=RANK, world_size=SIZE,
@@ -523,6 +556,7 @@ def main():
     check_works(gloo)
     check_subgroup(gloo)
     check_errors(gloo)
+    check_mismatch(gloo)
     dist.barrier()
     occl = occl_backend()
     dist.destroy_process_group()

@@ -302,9 +302,9 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
  * OCCL_ALGO across ranks with its own settings. */
 __attribute__((constructor)) static void occl_settings_register(void)
 {
-    or_config_must_agree("OCCL_ALGO");
+    or_config_must_agree("OCCL_ALGO", "");
     /* With it on, a call's first network message to each peer is a header. */
-    or_config_must_agree("OCCL_CHECK_CALLS");
+    or_config_must_agree("OCCL_CHECK_CALLS", "1");
 }
 
 /* ---- unique ids -------------------------------------------------------------- */

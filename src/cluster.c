@@ -175,15 +175,18 @@ static orError_t start_wait(MPI_Request *req, const char *step)
 enum { AGREE_RUNTIME = 4, AGREE_MAX = 8, AGREE_TEXT = 256 };
 static const char *agree_names[AGREE_MAX] = {"OPENREG_RANKS_PER_NODE", "OPENREG_TOPO",
                                              "OPENREG_PLACEMENT", "OPENREG_TIME"};
+static const char *agree_unset[AGREE_MAX]; /* the layers' settings: what unset means */
 static int agree_count = AGREE_RUNTIME;
 
-void or_config_must_agree(const char *name)
+void or_config_must_agree(const char *name, const char *unset_as)
 {
     for (int i = 0; i < agree_count; i++)
         if (strcmp(agree_names[i], name) == 0)
             return;
-    if (agree_count < AGREE_MAX)
+    if (agree_count < AGREE_MAX) {
+        agree_unset[agree_count] = unset_as;
         agree_names[agree_count++] = name;
+    }
 }
 
 /* What a setting means, as text: the same text on two ranks means the same
@@ -200,7 +203,7 @@ static void agree_value(const or_config *cfg, int i, char *text, size_t size)
             snprintf(text, size, "%s", cfg->placement ? "spread" : "packed");
         break;
     case 3: snprintf(text, size, "%s", cfg->time ? "virtual" : "wall"); break;
-    default: snprintf(text, size, "%s", env ? env : ""); break;
+    default: snprintf(text, size, "%s", env ? env : agree_unset[i] ? agree_unset[i] : ""); break;
     }
 }
 

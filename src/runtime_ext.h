@@ -55,9 +55,9 @@ orError_t or_job(or_job_view *view);
 orError_t or_job_identity(int *rank, uint64_t *job_id);
 /* A setting of the layer above (an environment variable) that every rank
  * must share: start-up compares it across ranks with the runtime's own and
- * stops every rank if it differs. Call before the first runtime call (a
- * constructor). */
-void or_config_must_agree(const char *name);
+ * stops every rank if it differs; unset counts as the value unset_as (its
+ * default). Call before the first runtime call (a constructor). */
+void or_config_must_agree(const char *name, const char *unset_as);
 
 /* Make the next synchronization of stream (NULL: the current device's
  * default stream) report err, as a remote copy's failure is reported. */

@@ -47,11 +47,15 @@ unset OPENREG_TOPO
 # runtime call of NCCL's example (rank 0's unique id needs no start-up).
 run OCCL_ALGO ring tree "openreg: OCCL_ALGO differs: rank 0 has ring, rank 1 has tree" \
     ./tests/mpi/nccl_example2
+run OCCL_CHECK_CALLS 0 1 "openreg: OCCL_CHECK_CALLS differs: rank 0 has 0, rank 1 has 1" \
+    ./tests/mpi/nccl_example2
 # The same setting spelled two ways, or unset and its default: the job runs.
 run OPENREG_RANKS_PER_NODE - 0 "" ./tests/mpi/thread_level --expect-success
 [ "$rc" -eq 0 ] || { echo "FAIL: unset and 0 ranks per node differ"; cat "$out"; failed=$((failed + 1)); }
 run OPENREG_TIME virtual VIRTUAL "" ./tests/mpi/thread_level --expect-success
 [ "$rc" -eq 0 ] || { echo "FAIL: virtual and VIRTUAL differ"; cat "$out"; failed=$((failed + 1)); }
+run OCCL_CHECK_CALLS - 1 "" env OPENREG_DEVICES=3 ./tests/mpi/nccl_example2
+[ "$rc" -eq 0 ] || { echo "FAIL: unset and 1 OCCL_CHECK_CALLS differ"; cat "$out"; failed=$((failed + 1)); }
 rm -f "$out" "$out.sh"
 echo "config agree: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

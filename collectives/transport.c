@@ -206,6 +206,27 @@ static occlResult_t post_net(occlComm_t comm, occl_xfer *x)
     return occlSuccess;
 }
 
+/* Take a probed message of `bytes` bytes and drop it. */
+static void discard(MPI_Message *msg, int bytes)
+{
+    char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
+    MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+    free(sink);
+}
+
+/* Drop the next message from source with tag in mc, if one has come. */
+static bool discard_next(int source, int tag, MPI_Comm mc)
+{
+    int flag = 0, bytes = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    if (MPI_Improbe(source, tag, mc, &flag, &msg, &st) != MPI_SUCCESS || !flag)
+        return false;
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    discard(&msg, bytes);
+    return true;
+}
+
 /* A network receive waiting for its call's header: take it when it has
  * come, compare, then post the receive of the bytes. */
 static int progress_header(occlComm_t comm, occl_xfer *x, occlResult_t *err)
@@ -226,9 +247,7 @@ static int progress_header(occlComm_t comm, occl_xfer *x, occlResult_t *err)
         /* Every call's first message to a peer is a header (OCCL_CHECK_CALLS
          * is alike on every rank), so this is what a failed call of an
          * earlier communicator with these tags left behind: dropped. */
-        char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
-        MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-        free(sink);
+        discard(&msg, bytes);
         OCCL_INFO("rank %d: dropped %d stale bytes from rank %d", comm->rank, bytes, x->peer);
         return MOVED;
     }
@@ -590,34 +609,14 @@ occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
 
 void occl_xfer_drain(occlComm_t comm)
 {
-    for (;;) { /* notices and waits addressed to this communicator */
-        int flag = 0, bytes = 0;
-        MPI_Message msg;
-        MPI_Status st;
-        if (MPI_Improbe(MPI_ANY_SOURCE, occl_ctl_tag(comm, comm->rank), comm->job.ctl_comm, &flag, &msg, &st) != MPI_SUCCESS ||
-            !flag)
-            break;
-        MPI_Get_count(&st, MPI_BYTE, &bytes);
-        char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
-        MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-        free(sink);
-    }
-    MPI_Comm ctx[2] = {comm->job.comm, comm->job.p2p_comm};
+    /* Notices and waits addressed to this rank, then transfers. */
+    while (discard_next(MPI_ANY_SOURCE, occl_ctl_tag(comm, comm->rank), comm->job.ctl_comm))
+        ;
     for (int j = 0; j < comm->nranks; j++) {
         if (j == comm->rank || same_node(comm, j))
             continue;
-        for (int c = 0; c < 2; c++)
-            for (;;) {
-                int flag = 0, bytes = 0;
-                MPI_Message msg;
-                MPI_Status st;
-                if (MPI_Improbe(comm->peers[j].world_rank, tag_of(comm, j, comm->rank), ctx[c], &flag,
-                                &msg, &st) != MPI_SUCCESS || !flag)
-                    break;
-                MPI_Get_count(&st, MPI_BYTE, &bytes);
-                char *sink = malloc(bytes > 0 ? (size_t)bytes : 1);
-                MPI_Mrecv(sink, sink ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-                free(sink);
-            }
+        int src = comm->peers[j].world_rank, tag = tag_of(comm, j, comm->rank);
+        while (discard_next(src, tag, comm->job.comm) || discard_next(src, tag, comm->job.p2p_comm))
+            ;
     }
 }

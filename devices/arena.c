@@ -174,7 +174,11 @@ static int alloc_guarded(or_arena *a, size_t size, size_t *off)
     while ((i = take_free(a, region, &at)) < 0)
         if (a->nquarantine == 0 || release_oldest(a))
             return ENOMEM;
-    size_t lead = page + pages - size; /* the block ends where the trailing guard starts */
+    /* The block starts 256-byte aligned as in a plain arena, and ends within
+     * 255 bytes of where the trailing guard starts (the slack in between is
+     * the caller's to watch). */
+    size_t rsize = (size + OR_ARENA_ALIGN - 1) & ~(OR_ARENA_ALIGN - 1);
+    size_t lead = page + pages - rsize;
     or_extent got = {at + lead, region - lead, size, a->last_id + 1, lead};
     if (set_insert_at(&a->live, upper_bound(&a->live, got.off), got))
         return ENOMEM;

@@ -36,7 +36,9 @@ typedef struct or_arena {
     or_extent_set live;
     /* Guarded (memcheck) arenas: page > 0. Each allocation is a region of
      * whole pages, [off - lead, off + size): a guard page, the block placed
-     * so that it ends where the trailing guard page starts, that page. A
+     * so that its size rounded up to OR_ARENA_ALIGN ends where the trailing
+     * guard page starts (the block stays 256-byte aligned; its end is
+     * within OR_ARENA_ALIGN - 1 bytes of the guard page: or_arena_slack), that page. A
      * freed region waits in a FIFO quarantine (oldest first, regions with
      * off = region start, lead = the block's offset in it) until more than
      * quarantine_limit bytes are quarantined, so that its addresses are not
@@ -46,6 +48,13 @@ typedef struct or_arena {
     or_extent *quarantine;
     size_t nquarantine, cap_quarantine;
 } or_arena;
+
+/* Guarded arenas: the bytes between a live block's end and its trailing
+ * guard page (0 when its size is a multiple of OR_ARENA_ALIGN). */
+static inline size_t or_arena_slack(const or_extent *e)
+{
+    return ((e->requested + OR_ARENA_ALIGN - 1) & ~(OR_ARENA_ALIGN - 1)) - e->requested;
+}
 
 /* What an offset of a guarded arena is, for fault reports. */
 typedef enum {

@@ -301,9 +301,10 @@ void or_memory_fini(void);
 /* What addr is, for a fault report: "N bytes past the end of allocation of
  * M bytes at P", "inside freed allocation ...", "not device memory", ... */
 void or_mem_describe(const void *addr, char *buf, size_t len);
-/* Memcheck: the first allocation (of any device) whose bytes before the
- * block were written: true, the address and its description (the bytes are
- * restored, so that it is reported once). */
+/* Memcheck: the first allocation (of any device) whose canary bytes were
+ * written (before the block, after the leading guard page; or past its end,
+ * before the trailing guard page): true, the address and its description
+ * (the bytes are restored, so that it is reported once). */
 bool or_memcheck_canaries(void **addr, char *buf, size_t len);
 /* Memcheck with strict mode: make every live block of dev readable or not. */
 void or_memcheck_set_readable(or_device *dev, bool readable);

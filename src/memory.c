@@ -122,13 +122,41 @@ void or_memory_fini(void)
 
 /* ---- memcheck ------------------------------------------------------------- */
 
-/* The bytes between an allocation's leading guard page and its block hold
- * this value while nothing writes before the block. */
+/* The bytes between an allocation's leading guard page and its block, and
+ * those between its end and the trailing guard page (the slack of its size
+ * rounded up to 256 bytes), hold this value while nothing writes there. */
 #define CANARY 0xa5
 static unsigned char canary_page[65536];
 static pthread_once_t canary_once = PTHREAD_ONCE_INIT;
+/* Live guarded allocations (all devices) that have canary bytes: none, and
+ * the check after a kernel is skipped without taking any lock. */
+static atomic_size_t canaried;
 
 static void canary_init(void) { memset(canary_page, CANARY, sizeof canary_page); }
+
+/* The bytes before the block (after the leading guard page) and after it. */
+static size_t lead_gap(const or_device *dev, const or_extent *e) { return e->lead - dev->arena.page; }
+
+static void canary_fill(unsigned char *p, size_t n)
+{
+    for (size_t done = 0; done < n; done += sizeof canary_page)
+        memcpy(p + done, canary_page, n - done < sizeof canary_page ? n - done : sizeof canary_page);
+}
+
+/* Index of the first byte of [p, p + n) that is not the canary, or n. */
+static size_t canary_intact(const unsigned char *p, size_t n)
+{
+    size_t at = 0;
+    while (at < n) {
+        size_t piece = n - at < sizeof canary_page ? n - at : sizeof canary_page;
+        if (memcmp(p + at, canary_page, piece))
+            break;
+        at += piece;
+    }
+    while (at < n && p[at] == CANARY)
+        at++;
+    return at;
+}
 
 /* A guarded allocation's pages: its region without the two guard pages. */
 static void block_pages(const or_device *dev, const or_extent *e, unsigned char **start,
@@ -165,10 +193,11 @@ static orError_t guarded_alloc(or_device *dev, size_t size, void **out)
         }
     }
     if (rc == 0) {
-        size_t gap = e.lead - dev->arena.page;
-        for (size_t done = 0; done < gap; done += sizeof canary_page)
-            memcpy(start + done, canary_page,
-                   gap - done < sizeof canary_page ? gap - done : sizeof canary_page);
+        size_t gap = lead_gap(dev, &e), slack = or_arena_slack(&e);
+        canary_fill(start, gap);
+        canary_fill(dev->hw.base + e.off + e.requested, slack);
+        if (gap || slack)
+            atomic_fetch_add_explicit(&canaried, 1, memory_order_relaxed);
         if (!blocks_readable())
             mprotect(start, len, PROT_NONE);
     }
@@ -202,6 +231,8 @@ static int guarded_free(or_device *dev, size_t off)
         size_t len;
         block_pages(dev, &e, &start, &len);
         mprotect(start, len, PROT_NONE);
+        if (lead_gap(dev, &e) || or_arena_slack(&e))
+            atomic_fetch_sub_explicit(&canaried, 1, memory_order_relaxed);
         or_ipc_family_forget(dev, off);
         or_cpu_device_discard(&dev->hw, e.off - e.lead, e.lead + e.size);
     }
@@ -225,31 +256,39 @@ void or_memcheck_set_readable(or_device *dev, bool readable)
 
 bool or_memcheck_canaries(void **addr, char *buf, size_t len)
 {
+    if (atomic_load_explicit(&canaried, memory_order_relaxed) == 0)
+        return false;
     for (int d = 0; d < or_rt.ndevices; d++) {
         or_device *dev = &or_rt.devices[d];
         pthread_mutex_lock(&dev->mem_lock);
         for (size_t i = 0; i < dev->arena.live.n; i++) {
             const or_extent *e = &dev->arena.live.v[i];
             unsigned char *block = dev->hw.base + e->off;
-            size_t gap = e->lead - dev->arena.page;
-            unsigned char *p = block - gap;
-            size_t at = 0;
-            while (at < gap) {
-                size_t piece = gap - at < sizeof canary_page ? gap - at : sizeof canary_page;
-                if (memcmp(p + at, canary_page, piece))
-                    break;
-                at += piece;
+            size_t gap = lead_gap(dev, e), slack = or_arena_slack(e);
+            if (gap) {
+                unsigned char *p = block - gap;
+                size_t at = canary_intact(p, gap);
+                if (at < gap) {
+                    *addr = p + at; /* the written byte farthest from the block */
+                    snprintf(buf, len, "%zu bytes before the start of allocation of %zu bytes at %p",
+                             gap - at, e->requested, (void *)block);
+                    memset(p, CANARY, gap); /* reported once */
+                    pthread_mutex_unlock(&dev->mem_lock);
+                    return true;
+                }
             }
-            if (at == gap)
-                continue;
-            while (p[at] == CANARY)
-                at++;
-            *addr = p + at;
-            snprintf(buf, len, "%zu bytes before the start of allocation of %zu bytes at %p",
-                     gap - at, e->requested, (void *)block);
-            memset(p, CANARY, gap); /* reported once */
-            pthread_mutex_unlock(&dev->mem_lock);
-            return true;
+            if (slack) {
+                unsigned char *p = block + e->requested;
+                size_t at = canary_intact(p, slack);
+                if (at < slack) {
+                    *addr = p + at; /* the written byte nearest the block */
+                    snprintf(buf, len, "%zu bytes past the end of allocation of %zu bytes at %p",
+                             at, e->requested, (void *)block);
+                    memset(p, CANARY, slack);
+                    pthread_mutex_unlock(&dev->mem_lock);
+                    return true;
+                }
+            }
         }
         pthread_mutex_unlock(&dev->mem_lock);
     }
@@ -292,8 +331,9 @@ void or_mem_describe(const void *addr, char *buf, size_t len)
             snprintf(buf, len, "byte %zu of freed allocation of %zu bytes at %p (use after free)",
                      off - e.off, e.requested, block);
         else
-            snprintf(buf, len, "a guard page of freed allocation of %zu bytes at %p", e.requested,
-                     block);
+            snprintf(buf, len, "%zu bytes %s freed allocation of %zu bytes at %p (use after free)",
+                     off < e.off ? e.off - off : off - (e.off + e.requested),
+                     off < e.off ? "before the start of" : "past the end of", e.requested, block);
         return;
     case OR_ARENA_NOWHERE:
         break;

@@ -275,7 +275,9 @@ static void kernel_fault(or_stream *s, or_op *op, orDim3 block, const or_fault *
 }
 
 /* Memcheck: a kernel that wrote before the start of an allocation changed
- * the bytes between its leading guard page and the block. */
+ * the bytes between its leading guard page and the block; one that wrote
+ * just past its end (within its size rounded up to 256 bytes) changed the
+ * slack before its trailing guard page. */
 static void kernel_check_canaries(or_stream *s, or_op *op)
 {
     void *addr;

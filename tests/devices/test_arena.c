@@ -473,12 +473,13 @@ Test(extent_set, grows_to_many_entries)
 
 #define PG ((size_t)4096)
 
-/* Guarded blocks end on a page boundary: no 256-byte alignment to check. */
+/* Guarded blocks start 256-byte aligned, as plain ones. */
 static size_t galloc(size_t size)
 {
     size_t off = (size_t)-1;
     int rc = or_arena_alloc(&arena, size, &off);
     cr_assert_eq(rc, 0, "alloc(%zu) -> %d", size, rc);
+    cr_assert_eq(off % U, 0, "alloc(%zu) at %zu: not %zu-byte aligned", size, off, U);
     return off;
 }
 
@@ -497,16 +498,42 @@ Test(arena_guarded, bad_page_sizes)
 Test(arena_guarded, block_ends_at_the_trailing_guard_page)
 {
     make_guarded(64 * PG, 0);
-    size_t a = galloc(4000), b = galloc(2 * PG);
+    size_t a = galloc(4000), b = galloc(2 * PG), c = galloc(100);
     or_extent e;
     cr_assert_eq(or_arena_find(&arena, a, &e), 0);
-    cr_assert_eq((a + 4000) % PG, 0, "the block ends on a page boundary");
-    cr_assert_eq(e.lead, PG + PG - 4000, "a guard page, then the bytes up to the block");
-    cr_assert_eq(e.size, 4000 + PG, "the block and its trailing guard page");
+    cr_assert_eq((a + 4096) % PG, 0, "the size rounded to 256 ends on a page boundary");
+    cr_assert_eq(e.lead, PG, "4000 bytes round to a page: the block follows its guard page");
+    cr_assert_eq(e.size, 4096 + PG, "the block, its slack and its trailing guard page");
     cr_assert_eq(e.requested, 4000);
+    cr_assert_eq(or_arena_slack(&e), 96);
     cr_assert_eq(b % PG, 0, "a whole-page block starts right after its guard page");
-    cr_assert_eq(b, a + 4000 + PG + PG, "regions are contiguous: guard, block, guard");
-    cr_assert_eq(arena.used, 3 * PG + 4 * PG);
+    cr_assert_eq(b, a + 4096 + PG + PG, "regions are contiguous: guard, block, guard");
+    cr_assert_eq(or_arena_find(&arena, b, &e), 0);
+    cr_assert_eq(or_arena_slack(&e), 0);
+    cr_assert_eq(or_arena_find(&arena, c, &e), 0);
+    cr_assert_eq(e.lead, PG + PG - 256, "a guard page, then the bytes up to the block");
+    cr_assert_eq(or_arena_slack(&e), 156);
+    cr_assert_eq(c + 256, b + 2 * PG + PG + PG + PG, "b, its guard, c's guard, c's page");
+    cr_assert_eq(arena.used, 3 * PG + 4 * PG + 3 * PG);
+    done();
+}
+
+Test(arena_guarded, odd_sizes_stay_aligned)
+{
+    make_guarded(1024 * PG, 0);
+    const size_t sizes[] = {1, 100, 255, 256, 257, 4000, 4096, 4097, ((size_t)1 << 20) + 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t off = galloc(sizes[k]); /* asserts the alignment */
+        or_extent e;
+        cr_assert_eq(or_arena_find(&arena, off, &e), 0);
+        size_t rsize = (sizes[k] + U - 1) & ~(U - 1);
+        cr_assert_eq((off + rsize) % PG, 0, "size %zu: the rounded block ends at the guard page",
+                     sizes[k]);
+        cr_assert_eq(or_arena_slack(&e), rsize - sizes[k]);
+        cr_assert_eq(e.size, rsize + PG);
+        cr_assert_eq(e.off - e.lead + PG + ((rsize + PG - 1) & ~(PG - 1)), off + rsize,
+                     "size %zu: guard page, pages, guard page", sizes[k]);
+    }
     done();
 }
 

@@ -9,6 +9,19 @@ TestSuite(memory, .timeout = 60);
 
 #define SENTINEL ((void *)0x5e17)
 
+/* tests/runtime/memory_memcheck.sh runs these tests again with
+ * OPENREG_MEMCHECK=1 (the suite's plain run unsets it). The checker's guard
+ * pages (two per allocation, and whole pages) and its quarantine change
+ * what orMemGetInfo reports and how much fits; the tests that assert exact
+ * byte counts are skipped then, and only then. */
+static void skip_under_memcheck(void)
+{
+    const char *m = getenv("OPENREG_MEMCHECK");
+    if (m && strcmp(m, "1") == 0)
+        cr_skip_test("exact memory accounting: guard pages and the quarantine take memory "
+                     "under OPENREG_MEMCHECK=1 (docs/api.md 12.2)");
+}
+
 static void *dmalloc(size_t n)
 {
     void *p = NULL;
@@ -67,6 +80,7 @@ Test(memory, malloc_zero_gives_null)
 
 Test(memory, out_of_memory_then_recovery)
 {
+    skip_under_memcheck();
     set_env("OPENREG_DEVICE_MEM", "64M");
     size_t fr = 0, tot = 0;
     CHECK_OR(orMemGetInfo(&fr, &tot));
@@ -96,6 +110,7 @@ Test(memory, out_of_memory_then_recovery)
 
 Test(memory, out_of_memory_is_per_device)
 {
+    skip_under_memcheck();
     set_env("OPENREG_DEVICE_MEM", "64M");
     void *a = dmalloc((size_t)64 << 20); /* fills device 0 */
     void *p = SENTINEL;
@@ -141,6 +156,7 @@ Test(memory, free_errors)
 
 Test(memory, mem_get_info_tracks_alloc_and_free)
 {
+    skip_under_memcheck();
     size_t fr0 = 0, tot = 0;
     CHECK_OR(orMemGetInfo(&fr0, &tot));
     orDeviceProp prop;

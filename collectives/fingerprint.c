@@ -195,6 +195,9 @@ occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
     else if (!theirs->seq && theirs_prev && mine->seq > theirs_prev->seq + 1 &&
              comm->past[(theirs_prev->seq + 1) % NPAST].seq == theirs_prev->seq + 1)
         mine = &comm->past[(theirs_prev->seq + 1) % NPAST]; /* what this rank ran where the Send came */
+    else if (!mine->seq && theirs_prev && theirs->seq == comm->fp.seq + 2 &&
+             theirs_prev->seq == comm->fp.seq + 1)
+        theirs = theirs_prev; /* what the peer ran where this rank's Send or Recv is */
     /* The earliest collective either side is in fails; between a Send and a
      * Recv only the pair does. */
     n.seq = mine->seq && theirs->seq ? (mine->seq < theirs->seq ? mine->seq : theirs->seq)

@@ -4,6 +4,7 @@
  * orErrorInitialization after OPENREG_TIMEOUT_MS, with a message, instead of
  * waiting for ever: rank 1 calls the runtime while rank 0 waits for rank 1.
  */
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,18 +17,27 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     CHECK(size == 2);
-    MPI_Request req;
     if (rank == 1) {
         int count = -1;
         EXPECT_OR(orGetDeviceCount(&count), orErrorInitialization);
         EXPECT_OR(orMalloc((void **)&argv, 16), orErrorInitialization); /* and it stays so */
-        MPI_Isend(&token, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &req);
-    } else {
-        MPI_Irecv(&token, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, &req);
     }
-    mpitest_wait(&req);
-    printf("rank %d: done\n", rank);
-    fflush(stdout);
+    /* The token goes 1 -> 0 -> 1 -> 0, each rank printing before it sends
+     * on: whichever rank leaves first, the other has printed (Hydra may end
+     * the job once a rank leaves without MPI_Finalize). */
+    for (int hop = 0; hop < 3; hop++) {
+        MPI_Request req;
+        bool sends = (hop % 2 == 0) == (rank == 1);
+        if (sends && hop == 1 + rank) { /* rank 0 before its ack, rank 1 before its last */
+            printf("rank %d: done\n", rank);
+            fflush(stdout);
+        }
+        if (sends)
+            MPI_Isend(&token, 1, MPI_INT, 1 - rank, hop, MPI_COMM_WORLD, &req);
+        else
+            MPI_Irecv(&token, 1, MPI_INT, 1 - rank, hop, MPI_COMM_WORLD, &req);
+        mpitest_wait(&req);
+    }
     /* Rank 1's start-up request is still pending, and rank 0 never joins it:
      * MPI_Finalize could wait for it, so the ranks leave without. */
     _exit(0);

@@ -112,21 +112,7 @@ void or_fault_thread_end(void)
     own_altstack = NULL;
 }
 
-/* sigsetjmp's frame must live while fn runs: these two are that frame. */
-bool or_fault_call_kernel(orKernel_t fn, const orKernelContext *ctx, void *args, or_fault *fault)
-{
-    fault_catch c;
-    if (sigsetjmp(c.env, 0)) {
-        fault->addr = c.addr;
-        fault->sig = c.sig;
-        return false;
-    }
-    armed = &c;
-    fn(ctx, args);
-    armed = NULL;
-    return true;
-}
-
+/* sigsetjmp's frame must live while fn runs: or_fault_call is that frame. */
 bool or_fault_call(void (*fn)(void *), void *arg, or_fault *fault)
 {
     fault_catch c;
@@ -139,4 +125,22 @@ bool or_fault_call(void (*fn)(void *), void *arg, or_fault *fault)
     fn(arg);
     armed = NULL;
     return true;
+}
+
+typedef struct kernel_call {
+    orKernel_t fn;
+    const orKernelContext *ctx;
+    void *args;
+} kernel_call;
+
+static void run_kernel(void *p)
+{
+    kernel_call *k = p;
+    k->fn(k->ctx, k->args);
+}
+
+bool or_fault_call_kernel(orKernel_t fn, const orKernelContext *ctx, void *args, or_fault *fault)
+{
+    kernel_call k = {fn, ctx, args};
+    return or_fault_call(run_kernel, &k, fault);
 }

@@ -80,13 +80,8 @@ static double ns_per_op(perf_body body, bench *b)
 int main(void)
 {
     perf_prog = "fingerprint_perf";
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &load) != 1)
-            load = -1;
-        fclose(f);
-    }
+    char load[64];
+    perf_load_average(load, sizeof load);
     bench *b = perf_xmalloc(sizeof *b);
     memset(b, 0, sizeof *b);
     b->comm = perf_xmalloc(sizeof *b->comm);
@@ -101,7 +96,7 @@ int main(void)
     double t_begin = ns_per_op(body_begin, b);
     double t_xfer = ns_per_op(body_transfer, b);
     double t_ar = ns_per_op(body_allreduce, b);
-    printf("# collective fingerprints, host time per operation (best of 5); load average %.2f\n", load);
+    printf("# collective fingerprints, host time per operation (best of 5); load average %s\n", load);
     printf("# %-34s %10s %12s\n", "operation", "ns", "x memcpy");
     printf("  %-34s %10.1f %12.2f\n", "memcpy of 80 bytes (baseline)", t_copy, 1.0);
     printf("  %-34s %10.1f %12.2f\n", "begin (per call)", t_begin, t_begin / t_copy);

@@ -163,14 +163,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: memcheck_perf (no arguments; see the comment at its top)\n");
         return !(argc == 2 && !strcmp(argv[1], "-h")) * 2;
     }
-    FILE *f = fopen("/proc/loadavg", "r");
-    char load[64] = "?";
-    if (f) {
-        if (!fgets(load, sizeof load, f))
-            strcpy(load, "?");
-        fclose(f);
-        load[strcspn(load, "\n")] = 0;
-    }
+    char load[64];
+    perf_load_average(load, sizeof load);
     double plain[NFIGURES], checked[NFIGURES];
     if (run_child("/proc/self/exe", "0", plain) || run_child("/proc/self/exe", "1", checked)) {
         fprintf(stderr, "memcheck_perf: a measuring run failed\n");

@@ -121,3 +121,15 @@ int perf_parse_size(const char *s, size_t *out)
     *out = (size_t)v << shift;
     return 0;
 }
+
+void perf_load_average(char *buf, size_t len)
+{
+    snprintf(buf, len, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return;
+    if (!fgets(buf, (int)len, f))
+        snprintf(buf, len, "?");
+    fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+}

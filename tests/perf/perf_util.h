@@ -51,6 +51,9 @@ long perf_calibrate(perf_body body, void *ctx, const perf_plan *plan);
  * operations each: the one least disturbed by the rest of the machine. */
 double perf_best_time(perf_body body, void *ctx, long count, int reps);
 
+/* The first line of /proc/loadavg ("1.51 4.05 4.25 2/84 29150"), or "?". */
+void perf_load_average(char *buf, size_t len);
+
 /* "4 KiB", "64 MiB", "100 B". */
 void perf_format_size(char *buf, size_t len, size_t bytes);
 /* A size in bytes, spelt like OPENREG_DEVICE_MEM: decimal digits,

@@ -207,14 +207,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: vreplay_perf [MAX_RANKS >= 2]\n");
         return 2;
     }
-    FILE *f = fopen("/proc/loadavg", "r");
-    char load[64] = "?";
-    if (f) {
-        if (!fgets(load, sizeof load, f))
-            strcpy(load, "?");
-        fclose(f);
-        load[strcspn(load, "\n")] = 0;
-    }
+    char load[64];
+    perf_load_average(load, sizeof load);
     printf("replay host time, best of 5, 16 MiB; load before: %s\n", load);
     printf("%-10s %-7s %5s %9s %12s %12s %7s %14s %14s\n", "schedule", "place", "ranks", "transfers",
            "replay us", "sweep us", "x", "vtime ns", "alone ns");

@@ -231,7 +231,8 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
                     return err;
             }
         }
-        if (now - start < (comm->oversubscribed ? OVERSUBSCRIBED_YIELD_NS : YIELD_NS)) {
+        static long dbg_y = -1; if (dbg_y < 0) { const char *e = getenv("OCCL_DBG_YIELD_US"); dbg_y = e ? atol(e) * 1000 : OVERSUBSCRIBED_YIELD_NS; }
+        if (now - start < (comm->oversubscribed ? (uint64_t)dbg_y : YIELD_NS)) {
             sched_yield();
             continue;
         }

@@ -189,6 +189,9 @@ static void runner_queue_locked(occlComm_t comm, occl_task *t)
  * head of its stream at once and may run right there (run_on_caller). */
 static _Thread_local occl_task *launching;
 static _Thread_local bool launched_here;
+/* A group of several communicators' calls: each would wait for the next,
+ * which this thread has yet to launch. */
+static _Thread_local bool launching_many;
 
 /* A small call on one node whose stream is idle runs on the thread that
  * issues it, when nothing of its communicator runs or waits to: no hand-off
@@ -197,7 +200,7 @@ static _Thread_local bool launched_here;
  * the call on the communicator's thread. */
 static bool may_run_on_caller(const occl_task *t)
 {
-    return t == launching && t->n == 1 && occl_caller_wait_ns() && !or_vclock_virtual() &&
+    return t == launching && !launching_many && t->n == 1 && occl_caller_wait_ns() && !or_vclock_virtual() &&
            !or_trace_enabled() && occl_ll_eligible(&t->calls[0]);
 }
 
@@ -305,6 +308,8 @@ occlResult_t occlGroupEnd(void)
     if (res == occlSuccess && grp.ninits)
         res = occl_group_run_inits(grp.inits, grp.ninits);
     /* One task per communicator, on the stream of its first call. */
+    for (int i = 1; i < grp.ncalls; i++)
+        launching_many |= grp.calls[i].comm != grp.calls[0].comm;
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
         occl_call *c = &grp.calls[i];
         if (!c->comm)
@@ -325,6 +330,7 @@ occlResult_t occlGroupEnd(void)
         res = launch(mine, n);
         free(mine);
     }
+    launching_many = false;
     free(grp.inits);
     free(grp.calls);
     memset(&grp, 0, sizeof grp);

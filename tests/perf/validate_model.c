@@ -132,18 +132,19 @@ static const struct {
 };
 
 /* The algorithms of OCCL's that NCCL has too, which the published figures
- * measured: an all-reduce's ring, tree and (one node) nvls; the ring for
+ * measured: an all-reduce's ring, tree and (one node of H100s: NCCL has no
+ * NVLS on Ampere, nvlsEfficiency 0) nvls; the ring for
  * all-gather and reduce-scatter; AlltoAll's direct exchange (NCCL's
  * point-to-point sends). OCCL's direct and hierarchical all-reduce have no
  * NCCL counterpart, so they are left out of the comparison. */
-static unsigned algos_of(occl_coll coll, int nnodes)
+static unsigned algos_of(occl_coll coll, int nnodes, bool nvls)
 {
     if (coll == OCCL_COLL_ALLTOALL)
         return 1u << OCCL_ALGO_DIRECT;
     if (coll != OCCL_COLL_ALLREDUCE)
         return 1u << OCCL_ALGO_RING;
     unsigned nccl = 1u << OCCL_ALGO_RING | 1u << OCCL_ALGO_TREE | 1u << OCCL_ALGO_NVLS;
-    return nnodes > 1 ? nccl & ~(1u << OCCL_ALGO_NVLS) : nccl;
+    return nnodes > 1 || !nvls ? nccl & ~(1u << OCCL_ALGO_NVLS) : nccl;
 }
 
 static int find_name(const char *s, const char *(*name)(int), int n)
@@ -172,7 +173,7 @@ static uint64_t model_row(const row *r, int ci, char *pick, size_t pick_size, ch
     double elems = r->bytes / 4;
     occl_call c = {.coll = colls[ci].coll, .type = occlFloat32, .root = 0,
                    .count = (size_t)(colls[ci].coll == OCCL_COLL_ALLREDUCE ? elems : elems / n)};
-    unsigned algos = algos_of(c.coll, m.nnodes), protos = OCCL_PROTO_ALL;
+    unsigned algos = algos_of(c.coll, m.nnodes, strstr(r->system, "h100") != NULL), protos = OCCL_PROTO_ALL;
     int a0 = r->algo[0] ? find_name(r->algo, algo_name_i, OCCL_NUM_ALGOS) : -1;
     int p0 = r->proto[0] ? find_name(r->proto, proto_name_i, OCCL_NUM_PROTOS) : -1;
     if ((r->algo[0] && a0 < 0) || (r->proto[0] && p0 < 0)) {

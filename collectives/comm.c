@@ -138,6 +138,8 @@ static void settings_read(void)
             check_calls = *env == '1';
     }
     if (!settings_error[0])
+        occl_ll_settings(settings_error, sizeof settings_error);
+    if (!settings_error[0])
         occl_proto_settings(settings_error, sizeof settings_error);
     const char *dbg = getenv("OCCL_DEBUG");
     if (dbg && strcmp(dbg, "INFO") == 0)
@@ -308,6 +310,8 @@ __attribute__((constructor)) static void occl_settings_register(void)
     or_config_must_agree("OCCL_PROTO", ""); /* the protocol is charged in the replay every rank runs */
     /* With it on, a call's first network message to each peer is a header. */
     or_config_must_agree("OCCL_CHECK_CALLS", "1");
+    /* Which calls take the low-latency path (ll.c). */
+    or_config_must_agree("OCCL_LL_MAX_BYTES", "4096");
 }
 
 /* ---- unique ids -------------------------------------------------------------- */
@@ -360,7 +364,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->job = *job;
     c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
-    c->ctrl_bytes = sizeof(occl_ctrl) + 2 * (size_t)pi->nranks * sizeof(occl_slot);
+    c->ctrl_bytes = occl_ll_area_offset(pi->nranks) + occl_ll_area_bytes();
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->runner_lock, NULL);
     pthread_cond_init(&c->runner_cv, NULL);
@@ -381,6 +385,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     orSetDevice(prev);
     memset(c->ctrl, 0, c->ctrl_bytes); /* strict mode aside, device memory is host memory */
     c->ctrl->magic = OCCL_COMM_MAGIC;
+    occl_ll_init(c->ctrl, c->nranks);
     pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}};
     if (or_mem_export(c->ctrl, c->ctrl_bytes, &pi->reg.ctrl_ref) != orSuccess)
         return occl_fail(occlInternalError, "control block not exportable");
@@ -441,6 +446,11 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
             return occl_fail(occlInternalError, "cannot map rank %d's control block", r);
         c->network |= !p->ctrl;
     }
+    int local = 0;
+    for (int r = 0; r < c->nranks; r++)
+        local += c->peers[r].ctrl != NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->oversubscribed = cores > 0 && local > cores;
     c->check_calls = check_calls;
     /* Ring: by node, then rank, so it leaves each node once. */
     for (int r = 0; r < c->nranks; r++)
@@ -926,7 +936,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     all[2 * comm->rank] = color;
     all[2 * comm->rank + 1] = key;
     occl_call gather = {OCCL_COLL_ALLGATHER, comm, all + 2 * comm->rank, all, 2, occlInt32,
-                        {0}, false, NULL, 0, NULL, comm->device, NULL};
+                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
     pthread_mutex_lock(&comm->lock);
     occl_fp_begin(comm, &gather);

@@ -61,7 +61,9 @@ typedef enum {
     occlFloat64 = 8,
     occlDouble = 8,
     occlBfloat16 = 9,
-    occlNumTypes = 10
+    occlFloat8e4m3 = 10, /* OCP FP8 E4M3: no Inf, NaN S.1111.111, max 448 */
+    occlFloat8e5m2 = 11, /* OCP FP8 E5M2: IEEE-like, max 57344 */
+    occlNumTypes = 12
 } occlDataType_t;
 
 typedef enum {

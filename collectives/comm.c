@@ -293,8 +293,13 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
     int none = occlSuccess;
     /* The first failure's reason is the communicator's: the calls skipped
      * after it would otherwise replace it with "failed earlier". */
-    if (atomic_compare_exchange_strong(&comm->async_error, &none, (int)res))
-        snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
+    if (atomic_compare_exchange_strong(&comm->async_error, &none, (int)res)) {
+        if (comm->config.name[0]) /* the config's commName says which communicator */
+            snprintf(comm->last_error, sizeof comm->last_error, "comm '%.60s': %.180s", comm->config.name,
+                     thread_error);
+        else
+            snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
+    }
 }
 
 /* Ranks that pick different algorithms for one collective would run
@@ -343,6 +348,7 @@ typedef struct pending_init {
     unique_id uid;
     occlComm_t comm;
     registration reg;
+    occl_comm_config config;
 } pending_init;
 
 static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
@@ -355,6 +361,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->device = pi->device;
     c->id = pi->uid.id;
     c->job = *job;
+    c->config = pi->config;
     c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
     c->ctrl_bytes = sizeof(occl_ctrl) + 2 * (size_t)pi->nranks * sizeof(occl_slot);
@@ -473,9 +480,11 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
     if (!live_add(c))
         return occl_fail(occlSystemError, "out of memory");
     c->magic = OCCL_COMM_MAGIC;
-    OCCL_INFO("comm %016llx rank %d/%d on device %d, world rank %d, node %d (%d virtual nodes), "
-              "tag slot %d", (unsigned long long)c->id, c->rank, c->nranks, c->device,
-              c->job.rank, c->job.node, c->nnodes, slot);
+    OCCL_INFO("comm %016llx%s%s%s rank %d/%d on device %d, world rank %d, node %d (%d virtual "
+              "nodes), tag slot %d, %sblocking", (unsigned long long)c->id,
+              c->config.name[0] ? " '" : "", c->config.name, c->config.name[0] ? "'" : "", c->rank,
+              c->nranks, c->device, c->job.rank, c->job.node, c->nnodes, slot,
+              c->config.cfg.blocking ? "" : "non-");
     return occlSuccess;
 }
 
@@ -686,9 +695,10 @@ static occlResult_t check_init(occlComm_t *comm, int nranks, const occlUniqueId 
     return occlSuccess;
 }
 
-occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank)
+static occlResult_t init_rank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
+                              const occl_comm_config *config)
 {
-    pending_init pi = {comm, nranks, rank, 0, {0}, NULL, {0}};
+    pending_init pi = {comm, nranks, rank, 0, {0}, NULL, {0}, *config};
     occlResult_t res = check_init(comm, nranks, &commId, rank, &pi.uid, &pi.device);
     if (res != occlSuccess)
         return occl_group_fail(res);
@@ -698,6 +708,27 @@ occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId,
     res = bootstrap(&pi, 1);
     pthread_mutex_unlock(&boot_lock);
     return res;
+}
+
+occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank)
+{
+    occl_comm_config config;
+    occl_config_resolve(NULL, &config);
+    return init_rank(comm, nranks, commId, rank, &config);
+}
+
+/* A non-blocking config (blocking 0) is accepted, and the call completes
+ * before it returns: occlSuccess, never occlInProgress, which NCCL's
+ * non-blocking contract allows (a program polling occlCommGetAsyncError
+ * sees occlSuccess at once). */
+occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
+                                    occlConfig_t *config)
+{
+    occl_comm_config resolved;
+    occlResult_t res = occl_config_resolve(config, &resolved);
+    if (res != occlSuccess)
+        return occl_group_fail(res);
+    return init_rank(comm, nranks, commId, rank, &resolved);
 }
 
 occlResult_t occl_group_run_inits(void *inits, int n)
@@ -736,6 +767,7 @@ occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist)
         pi[i].rank = i;
         pi[i].device = devlist ? devlist[i] : i;
         memcpy(&pi[i].uid, id.internal, sizeof pi[i].uid);
+        occl_config_resolve(NULL, &pi[i].config);
     }
     res = occl_group_run_inits(pi, ndev);
     free(pi);
@@ -904,12 +936,20 @@ occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm)
 
 /* ---- split -------------------------------------------------------------------- */
 
-occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm, void *config)
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
+                           occlConfig_t *config)
 {
     if (!occl_comm_valid(comm) || !newcomm)
         return occl_fail(occlInvalidArgument, "comm is not a live communicator, or newcomm is NULL");
     if (color < 0 && color != OCCL_SPLIT_NOCOLOR)
         return occl_fail(occlInvalidArgument, "color %d is negative (OCCL_SPLIT_NOCOLOR aside)", color);
+    /* The child's configuration: the one given, else the parent's (NCCL's rule). */
+    occl_comm_config child_config = comm->config;
+    if (config) {
+        occlResult_t bad = occl_config_resolve(config, &child_config);
+        if (bad != occlSuccess)
+            return bad;
+    }
     int n = comm->nranks;
     /* Everyone's (color, key), gathered over the parent communicator. */
     int prev;
@@ -969,7 +1009,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     occlUniqueId id;
     memset(&id, 0, sizeof id);
     memcpy(id.internal, &u, sizeof u);
-    res = occlCommInitRank(newcomm, members, id, newrank);
+    res = init_rank(newcomm, members, id, newrank, &child_config);
     orSetDevice(prev);
     return res;
 }

@@ -10,6 +10,7 @@
 #ifndef OCCL_H
 #define OCCL_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include <openreg.h>
@@ -81,6 +82,57 @@ typedef enum {
     occlScalarHostImmediate = 1  /* the scalar is read once, at creation */
 } occlScalarResidence_t;
 
+/* Communicator configuration: NCCL 2.31's ncclConfig_t, field for field
+ * (same layout, so the header fields size, magic, version come first).
+ * Assign OCCL_CONFIG_INITIALIZER, then set the fields wanted; a field left
+ * at OCCL_CONFIG_UNDEF_INT / OCCL_CONFIG_UNDEF_PTR takes its default. What
+ * each field does in OCCL is in docs/occl.md ("NCCL 2.31 API"). */
+#define OCCL_CONFIG_UNDEF_INT INT_MIN
+#define OCCL_CONFIG_UNDEF_PTR NULL
+#define OCCL_API_MAGIC 0xcafebeef
+#define OCCL_CTA_POLICY_DEFAULT 0x00
+#define OCCL_CTA_POLICY_EFFICIENCY 0x01
+#define OCCL_CTA_POLICY_ZERO 0x02
+
+typedef struct occlConfig_v23000 {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    int cgaClusterSize;
+    int minCTAs;
+    int maxCTAs;
+    const char *netName;
+    int splitShare;
+    int trafficClass;
+    const char *commName;
+    int collnetEnable;
+    int CTAPolicy;
+    int shrinkShare;
+    int nvlsCTAs;
+    int nChannelsPerNetPeer;
+    int nvlinkCentricSched;
+    int graphUsageMode;
+    int numRmaCtx;
+    int maxP2pPeers;
+    int graphStreamOrdering;
+} occlConfig_t;
+
+/* The NCCL version whose ncclConfig_t occlConfig_t matches. A config whose
+ * version is older has the fields NCCL added later reset to their defaults,
+ * as NCCL treats a config of an older header. */
+#define OCCL_CONFIG_VERSION 23100
+#define OCCL_CONFIG_INITIALIZER                                                                   \
+    {                                                                                             \
+        sizeof(occlConfig_t), OCCL_API_MAGIC, OCCL_CONFIG_VERSION, OCCL_CONFIG_UNDEF_INT,         \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_PTR, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_PTR, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT                                          \
+    }
+
 /* Versions and errors */
 occlResult_t occlGetVersion(int *version);
 const char *occlGetErrorString(occlResult_t result);
@@ -90,8 +142,13 @@ const char *occlGetLastError(occlComm_t comm);
 /* Communicators */
 occlResult_t occlGetUniqueId(occlUniqueId *uniqueId);
 occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank);
+/* occlCommInitRank with a configuration (NULL: the defaults). */
+occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
+                                    occlConfig_t *config);
 occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist);
-occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm, void *config);
+/* config NULL: the child has the parent's configuration (as NCCL). */
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
+                           occlConfig_t *config);
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 occlResult_t occlCommAbort(occlComm_t comm);

@@ -47,6 +47,16 @@ enum { OCCL_SCRATCH_A, OCCL_SCRATCH_B, OCCL_SCRATCH_SLOTS };
 #define OCCL_PLAN_CACHE 32
 #define OCCL_PLAN_MAX_ALGOS 8
 
+/* A communicator's configuration (config.c): the user's occlConfig_t
+ * checked, every field resolved to its value, commName copied into name
+ * (cfg's string pointers are not kept, so the struct copies as a value). */
+typedef struct occl_comm_config {
+    occlConfig_t cfg;
+    char name[128]; /* "" when unnamed */
+} occl_comm_config;
+/* NULL: the defaults. occlInvalidArgument with the reason for a bad one. */
+occlResult_t occl_config_resolve(const occlConfig_t *user, occl_comm_config *out);
+
 /* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
 typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;
 extern occl_log_level occl_log_threshold;
@@ -204,6 +214,7 @@ struct occlComm {
     } *premul;
     int npremul;
     uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
+    occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
     /* Virtual nodes, in ring order: node k's ranks are ring[node_first[k]]
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */

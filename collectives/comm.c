@@ -84,8 +84,13 @@ const char *occlGetErrorString(occlResult_t result)
     }
 }
 
+static const char *async_why(occlComm_t comm);
+
 const char *occlGetLastError(occlComm_t comm)
 {
+    const char *why = comm ? async_why(comm) : NULL;
+    if (why)
+        return why;
     if (comm && occl_comm_valid(comm) && comm->last_error[0])
         return comm->last_error;
     return thread_error;
@@ -353,7 +358,8 @@ typedef struct pending_init {
 
 static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
 {
-    occlComm_t c = calloc(1, sizeof *c);
+    /* A non-blocking init has handed out its handle already. */
+    occlComm_t c = pi->comm ? pi->comm : calloc(1, sizeof *c);
     if (!c)
         return occl_fail(occlSystemError, "out of memory");
     c->nranks = pi->nranks;
@@ -421,6 +427,8 @@ static void comm_free(occlComm_t c)
     free(c->node_first);
     occl_trees_free(c);
     c->magic = 0;
+    if (c->async_handle) /* a non-blocking init's handle: freed by occlCommDestroy/Abort */
+        return;
     free(c);
 }
 
@@ -695,6 +703,8 @@ static occlResult_t check_init(occlComm_t *comm, int nranks, const occlUniqueId 
     return occlSuccess;
 }
 
+static occlResult_t async_init_start(const pending_init *pi);
+
 static occlResult_t init_rank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
                               const occl_comm_config *config)
 {
@@ -704,10 +714,133 @@ static occlResult_t init_rank(occlComm_t *comm, int nranks, occlUniqueId commId,
         return occl_group_fail(res);
     if (occl_group_depth() > 0)
         return occl_group_add_init(&pi, sizeof pi);
+    if (!config->cfg.blocking)
+        return async_init_start(&pi);
     pthread_mutex_lock(&boot_lock);
     res = bootstrap(&pi, 1);
     pthread_mutex_unlock(&boot_lock);
     return res;
+}
+
+/* ---- non-blocking init ------------------------------------------------------- */
+
+/* A non-blocking occlCommInitRankConfig runs the bootstrap on a thread of
+ * its own. Until the thread is joined, its handle is known only here: to
+ * occlCommGetAsyncError (occlInProgress, then the outcome), occlGetLastError
+ * and occlCommDestroy/Abort. A successful init leaves this list for the live
+ * one; a failed init's handle stays here, with its reason, until destroyed. */
+typedef struct async_init {
+    struct async_init *next;
+    occlComm_t handle;
+    pthread_t thread;
+    pending_init pi;
+    _Atomic bool done;
+    bool joined;
+    occlResult_t res;
+    char why[256];
+} async_init;
+
+static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
+static async_init *async_inits;
+
+static void *async_init_run(void *arg)
+{
+    async_init *a = arg;
+    orSetDevice(a->pi.device);
+    pthread_mutex_lock(&boot_lock);
+    a->res = bootstrap(&a->pi, 1);
+    pthread_mutex_unlock(&boot_lock);
+    if (a->res != occlSuccess && a->pi.config.name[0])
+        snprintf(a->why, sizeof a->why, "comm '%.60s': %.180s", a->pi.config.name, thread_error);
+    else if (a->res != occlSuccess)
+        snprintf(a->why, sizeof a->why, "%s", thread_error);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+static occlResult_t async_init_start(const pending_init *pi)
+{
+    async_init *a = calloc(1, sizeof *a);
+    occlComm_t c = calloc(1, sizeof *c);
+    if (!a || !c) {
+        free(a);
+        free(c);
+        return occl_fail(occlSystemError, "out of memory");
+    }
+    c->async_handle = true;
+    a->handle = c;
+    a->pi = *pi;
+    a->pi.comm = c;
+    a->pi.out = &a->handle; /* bootstrap's copy out: the same pointer */
+    pthread_mutex_lock(&async_lock);
+    if (pthread_create(&a->thread, NULL, async_init_run, a) != 0) {
+        pthread_mutex_unlock(&async_lock);
+        free(a);
+        free(c);
+        return occl_fail(occlSystemError, "cannot start the thread of a non-blocking init");
+    }
+    a->next = async_inits;
+    async_inits = a;
+    pthread_mutex_unlock(&async_lock);
+    *pi->out = c;
+    return occlInProgress;
+}
+
+/* The entry of handle comm, joined if its thread is done; NULL if comm is
+ * not a non-blocking init's (any more). A successful one leaves the list:
+ * from then on the handle is an ordinary live communicator. Called with
+ * async_lock held; *state gets occlInProgress or the init's result. */
+static async_init *async_find(occlComm_t comm, occlResult_t *state)
+{
+    async_init **pp = &async_inits;
+    while (*pp && (*pp)->handle != comm)
+        pp = &(*pp)->next;
+    async_init *a = *pp;
+    if (!a)
+        return NULL;
+    if (!atomic_load(&a->done)) {
+        *state = occlInProgress;
+        return a;
+    }
+    if (!a->joined) {
+        pthread_join(a->thread, NULL);
+        a->joined = true;
+    }
+    *state = a->res;
+    if (a->res == occlSuccess) {
+        *pp = a->next;
+        a->handle->async_handle = false; /* an ordinary communicator from now on */
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* Waits for the init of comm if it is a non-blocking one, then: 1 and the
+ * handle freed if it had failed (nothing else to do), 0 otherwise. */
+static int async_settle(occlComm_t comm)
+{
+    for (;;) {
+        occlResult_t state;
+        pthread_mutex_lock(&async_lock);
+        async_init *a = async_find(comm, &state);
+        if (!a) {
+            pthread_mutex_unlock(&async_lock);
+            return 0;
+        }
+        if (state != occlInProgress) {
+            async_init **pp = &async_inits;
+            while (*pp != a)
+                pp = &(*pp)->next;
+            *pp = a->next;
+            pthread_mutex_unlock(&async_lock);
+            free(a->handle);
+            free(a);
+            return 1;
+        }
+        pthread_mutex_unlock(&async_lock);
+        usleep(1000); /* the init ends by OCCL_TIMEOUT_MS at the latest */
+    }
 }
 
 occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank)
@@ -717,10 +850,10 @@ occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId,
     return init_rank(comm, nranks, commId, rank, &config);
 }
 
-/* A non-blocking config (blocking 0) is accepted, and the call completes
- * before it returns: occlSuccess, never occlInProgress, which NCCL's
- * non-blocking contract allows (a program polling occlCommGetAsyncError
- * sees occlSuccess at once). */
+/* A non-blocking config (blocking 0) outside a group returns
+ * occlInProgress with *comm set; occlCommGetAsyncError(*comm) says
+ * occlInProgress until the init has ended, then its result. In a group the
+ * init completes at occlGroupEnd, as a blocking one. */
 occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
                                     occlConfig_t *config)
 {
@@ -797,8 +930,21 @@ occlResult_t occlCommFinalize(occlComm_t comm)
     return (occlResult_t)async;
 }
 
+/* The reason a non-blocking init of comm failed; NULL if it has not. */
+static const char *async_why(occlComm_t comm)
+{
+    occlResult_t state;
+    pthread_mutex_lock(&async_lock);
+    async_init *a = async_find(comm, &state);
+    const char *why = a && state != occlInProgress ? a->why : NULL;
+    pthread_mutex_unlock(&async_lock);
+    return why; /* stays valid until the handle is destroyed */
+}
+
 occlResult_t occlCommDestroy(occlComm_t comm)
 {
+    if (comm && async_settle(comm))
+        return occlSuccess;
     if (!occl_comm_valid(comm))
         return occl_fail(occlInvalidArgument, "comm is not a live communicator");
     if (!comm->finalized) {
@@ -813,6 +959,10 @@ occlResult_t occlCommDestroy(occlComm_t comm)
 
 occlResult_t occlCommAbort(occlComm_t comm)
 {
+    /* An init still running is waited for: its bootstrap has no way to be
+     * interrupted, and it ends by OCCL_TIMEOUT_MS. */
+    if (comm && async_settle(comm))
+        return occlSuccess;
     if (!occl_comm_valid(comm))
         return occl_fail(occlInvalidArgument, "comm is not a live communicator");
     /* Running and queued tasks see the error and stop at their next wait. */
@@ -832,6 +982,16 @@ occlResult_t occlCommAbort(occlComm_t comm)
 
 occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError)
 {
+    if (comm && asyncError) {
+        occlResult_t state;
+        pthread_mutex_lock(&async_lock);
+        async_init *a = async_find(comm, &state);
+        pthread_mutex_unlock(&async_lock);
+        if (a) { /* still initializing, or failed to */
+            *asyncError = state;
+            return occlSuccess;
+        }
+    }
     if (!occl_comm_valid(comm) || !asyncError)
         return occl_fail(occlInvalidArgument, "comm is not a live communicator, or asyncError is NULL");
     /* A peer's notice that a call this rank has finished its part of was

@@ -215,6 +215,7 @@ struct occlComm {
     int npremul;
     uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
     occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
+    bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     /* Virtual nodes, in ring order: node k's ranks are ring[node_first[k]]
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "occl_internal.h"
 
@@ -140,7 +141,13 @@ Test(occl_config, resolved_values_kept)
     cfg.maxCTAs = 16;
     cfg.CTAPolicy = OCCL_CTA_POLICY_EFFICIENCY | OCCL_CTA_POLICY_ZERO;
     occlComm_t c = NULL;
-    CHECK_OCCL(init_one(&c, &cfg));
+    cr_assert_eq(init_one(&c, &cfg), occlInProgress);
+    occlResult_t async = occlInProgress;
+    while (async == occlInProgress) {
+        CHECK_OCCL(occlCommGetAsyncError(c, &async));
+        usleep(1000);
+    }
+    cr_assert_eq(async, occlSuccess, "%s", occlGetLastError(c));
     name[0] = 'X'; /* the communicator has its own copy */
     cr_assert_str_eq(c->config.name, "trainer");
     cr_assert_eq(c->config.cfg.blocking, 0);
@@ -149,9 +156,6 @@ Test(occl_config, resolved_values_kept)
     cr_assert_eq(c->config.cfg.CTAPolicy, 3);
     cr_assert_eq(c->config.cfg.splitShare, 0); /* defaults filled in */
     cr_assert_eq(c->config.cfg.cgaClusterSize, 4);
-    occlResult_t async = occlInProgress;
-    CHECK_OCCL(occlCommGetAsyncError(c, &async));
-    cr_assert_eq(async, occlSuccess); /* non-blocking init has completed on return */
     CHECK_OCCL(occlCommDestroy(c));
     /* NULL config: NCCL's defaults, blocking. */
     CHECK_OCCL(init_one(&c, NULL));
@@ -166,11 +170,11 @@ Test(occl_config, older_and_newer_versions)
     occlConfig_t cfg = OCCL_CONFIG_INITIALIZER;
     cfg.version = 22600;
     cfg.CTAPolicy = 99;
-    cfg.blocking = 0;
+    cfg.blocking = 1;
     occlComm_t c = NULL;
     CHECK_OCCL(init_one(&c, &cfg));
     cr_assert_eq(c->config.cfg.CTAPolicy, OCCL_CTA_POLICY_DEFAULT);
-    cr_assert_eq(c->config.cfg.blocking, 0);
+    cr_assert_eq(c->config.cfg.blocking, 1);
     CHECK_OCCL(occlCommDestroy(c));
     /* A 2.14-sized config: only blocking; what follows is not read. */
     cfg = (occlConfig_t)OCCL_CONFIG_INITIALIZER;
@@ -191,6 +195,65 @@ Test(occl_config, older_and_newer_versions)
     CHECK_OCCL(init_one(&c, &big.known));
     cr_assert_eq(c->config.cfg.minCTAs, 3);
     CHECK_OCCL(occlCommDestroy(c));
+}
+
+Test(occl_config, nonblocking_init_completes_through_async_error)
+{
+    occlConfig_t cfg = OCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    occlComm_t c = NULL;
+    cr_assert_eq(init_one(&c, &cfg), occlInProgress);
+    cr_assert_not_null(c);
+    occlResult_t async = occlInProgress;
+    for (int i = 0; async == occlInProgress; i++) {
+        CHECK_OCCL(occlCommGetAsyncError(c, &async));
+        cr_assert_lt(i, 10000, "the init never ended");
+        usleep(1000);
+    }
+    cr_assert_eq(async, occlSuccess);
+    /* An ordinary communicator now: a collective runs on it. */
+    float *buf, one = 1, got = 0;
+    orStream_t s;
+    cr_assert_eq(orMalloc((void **)&buf, sizeof(float)), orSuccess);
+    cr_assert_eq(orStreamCreate(&s), orSuccess);
+    cr_assert_eq(orMemcpy(buf, &one, sizeof one, orMemcpyHostToDevice), orSuccess);
+    CHECK_OCCL(occlAllReduce(buf, buf, 1, occlFloat32, occlSum, c, s));
+    cr_assert_eq(orStreamSynchronize(s), orSuccess);
+    cr_assert_eq(orMemcpy(&got, buf, sizeof got, orMemcpyDeviceToHost), orSuccess);
+    cr_assert_eq(got, 1.0f);
+    CHECK_OCCL(occlCommFinalize(c));
+    CHECK_OCCL(occlCommDestroy(c));
+    orStreamDestroy(s);
+    orFree(buf);
+}
+
+Test(occl_config, nonblocking_init_failure_reported_async)
+{
+    /* Two ranks but only one in this process and no MPI: the bootstrap
+     * fails on the init's thread; the handle reports it, then is destroyed. */
+    occlConfig_t cfg = OCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.commName = "half";
+    occlUniqueId id;
+    CHECK_OCCL(occlGetUniqueId(&id));
+    occlComm_t c = NULL;
+    cr_assert_eq(occlCommInitRankConfig(&c, 2, id, 0, &cfg), occlInProgress);
+    occlResult_t async = occlInProgress;
+    while (async == occlInProgress) {
+        CHECK_OCCL(occlCommGetAsyncError(c, &async));
+        usleep(1000);
+    }
+    cr_assert_eq(async, occlInvalidUsage);
+    cr_assert(strstr(occlGetLastError(c), "needs an MPI job"), "%s", occlGetLastError(c));
+    /* Not a communicator to run on; destroying it frees the handle. */
+    float *buf;
+    cr_assert_eq(orMalloc((void **)&buf, sizeof(float)), orSuccess);
+    cr_assert_eq(occlAllReduce(buf, buf, 1, occlFloat32, occlSum, c, NULL), occlInvalidArgument);
+    CHECK_OCCL(occlCommDestroy(c));
+    cr_assert_eq(occlCommDestroy(c), occlInvalidArgument); /* gone */
+    /* Argument errors are returned at once, as for a blocking init. */
+    cr_assert_eq(occlCommInitRankConfig(&c, 2, id, 5, &cfg), occlInvalidArgument);
+    orFree(buf);
 }
 
 Test(occl_config, comm_name_in_info_lines, .init = cr_redirect_stderr)

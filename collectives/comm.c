@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sched.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -46,6 +47,8 @@ static uint8_t slots_used[OCCL_TAG_SLOTS + 1];
 /* ---- errors and logging ---------------------------------------------------- */
 
 occl_log_level occl_log_threshold = OCCL_LOG_WARN;
+unsigned occl_log_subsys = OCCL_SUBSYS_ALL;
+static FILE *log_file; /* OCCL_DEBUG_FILE's; stderr when NULL */
 static _Thread_local char thread_error[256];
 
 void occl_log(occl_log_level level, const char *fmt, ...)
@@ -55,7 +58,9 @@ void occl_log(occl_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "occl %s: %s\n", level == OCCL_LOG_WARN ? "WARN" : "INFO", line);
+    static const char *const names[] = {"NONE", "WARN", "INFO", "TRACE"};
+    /* One fprintf per line keeps lines of concurrent threads whole. */
+    fprintf(log_file ? log_file : stderr, "occl %s: %s\n", names[level], line);
 }
 
 occlResult_t occl_fail(occlResult_t res, const char *fmt, ...)
@@ -64,7 +69,9 @@ occlResult_t occl_fail(occlResult_t res, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(thread_error, sizeof thread_error, fmt, ap);
     va_end(ap);
-    OCCL_INFO("%s: %s", occlGetErrorString(res), thread_error);
+    /* A failure's reason, like a warning, whatever OCCL_DEBUG_SUBSYS selects. */
+    if (occl_log_threshold >= OCCL_LOG_INFO)
+        occl_log(OCCL_LOG_INFO, "%s: %s", occlGetErrorString(res), thread_error);
     return res;
 }
 
@@ -106,6 +113,13 @@ occlResult_t occlGetVersion(int *version)
 
 /* ---- settings ---------------------------------------------------------------- */
 
+/* The settings' own INFO lines are of the ENV subsystem. */
+#define OCCL_INFO_ENV(...)                                                                   \
+    do {                                                                                     \
+        if (occl_log_threshold >= OCCL_LOG_INFO && (occl_log_subsys & OCCL_SUBSYS_ENV))      \
+            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                                            \
+    } while (0)
+
 /* The longest OCCL_TIMEOUT_MS, about 31.7 years: waits for ever in practice,
  * and 10^12 ms in ns stays below 2^63, so now + timeout overflows neither a
  * uint64_t deadline nor a signed one. */
@@ -115,10 +129,109 @@ occlResult_t occlGetVersion(int *version)
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static uint64_t timeout_ns = (uint64_t)TIMEOUT_MS_DEFAULT * 1000000u;
 static bool check_calls = true; /* OCCL_CHECK_CALLS: fingerprints (fingerprint.c) */
-static char settings_error[200]; /* empty: the settings are valid */
+static char settings_error[320]; /* empty: the settings are valid */
+
+/* OCCL_DEBUG_SUBSYS: NCCL's syntax, names separated by commas, a leading
+ * '^' for all but those. The mask, or -1 with an unknown name in *bad. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} subsys_names[] = {{"INIT", OCCL_SUBSYS_INIT},     {"COLL", OCCL_SUBSYS_COLL},
+                    {"P2P", OCCL_SUBSYS_P2P},       {"NET", OCCL_SUBSYS_NET},
+                    {"GRAPH", OCCL_SUBSYS_GRAPH},   {"TUNING", OCCL_SUBSYS_TUNING},
+                    {"ENV", OCCL_SUBSYS_ENV},       {"ALL", OCCL_SUBSYS_ALL}};
+
+long occl_parse_debug_subsys(const char *list, char *bad, size_t badlen)
+{
+    bool invert = list[0] == '^';
+    unsigned mask = 0;
+    for (const char *p = list + invert; *p;) {
+        size_t n = strcspn(p, ",");
+        size_t k = 0;
+        while (k < sizeof subsys_names / sizeof subsys_names[0] &&
+               !(strlen(subsys_names[k].name) == n && strncasecmp(p, subsys_names[k].name, n) == 0))
+            k++;
+        if (k == sizeof subsys_names / sizeof subsys_names[0]) {
+            snprintf(bad, badlen, "%.*s", (int)(n > 40 ? 40 : n), p);
+            return -1;
+        }
+        mask |= subsys_names[k].bit;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return invert ? (long)(OCCL_SUBSYS_ALL & ~mask) : (long)mask;
+}
+
+/* OCCL_DEBUG_FILE with NCCL's substitutions: %h the host name, %p the pid,
+ * %% a '%'; any other %x is kept as it is. 0, or -1 if the path is too long. */
+int occl_expand_debug_file(const char *pattern, char *out, size_t outlen)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    size_t o = 0;
+    for (const char *p = pattern; *p; p++) {
+        char piece[300];
+        if (*p != '%' || !p[1])
+            snprintf(piece, sizeof piece, "%c", *p);
+        else if (p[1] == 'h')
+            snprintf(piece, sizeof piece, "%s", host), p++;
+        else if (p[1] == 'p')
+            snprintf(piece, sizeof piece, "%d", (int)getpid()), p++;
+        else if (p[1] == '%')
+            snprintf(piece, sizeof piece, "%%"), p++;
+        else
+            snprintf(piece, sizeof piece, "%%%c", p[1]), p++;
+        size_t n = strlen(piece);
+        if (o + n >= outlen)
+            return -1;
+        memcpy(out + o, piece, n + 1);
+        o += n;
+    }
+    if (o == 0 && outlen)
+        out[0] = 0;
+    return 0;
+}
+
+static void debug_settings_read(void)
+{
+    const char *dbg = getenv("OCCL_DEBUG");
+    if (dbg && strcmp(dbg, "INFO") == 0)
+        occl_log_threshold = OCCL_LOG_INFO;
+    if (dbg && strcmp(dbg, "TRACE") == 0)
+        occl_log_threshold = OCCL_LOG_TRACE;
+    const char *env = getenv("OCCL_DEBUG_SUBSYS");
+    if (env) {
+        char bad[48];
+        long mask = occl_parse_debug_subsys(env, bad, sizeof bad);
+        if (mask < 0)
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_DEBUG_SUBSYS='%.40s' is not valid: unknown subsystem '%s' (known: INIT, "
+                     "COLL, P2P, NET, GRAPH, TUNING, ENV, ALL; '^' first for all but those)", env, bad);
+        else
+            occl_log_subsys = (unsigned)mask;
+    }
+    env = getenv("OCCL_DEBUG_FILE");
+    if (env && !settings_error[0]) {
+        char path[4096];
+        if (!*env || occl_expand_debug_file(env, path, sizeof path) != 0)
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_DEBUG_FILE='%.40s' is not valid: empty, or too long once expanded", env);
+        else if (!(log_file = fopen(path, "w")))
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_DEBUG_FILE: cannot open '%.80s' for writing: %s", path, strerror(errno));
+        else
+            setvbuf(log_file, NULL, _IOLBF, 0); /* whole lines, as they come */
+    }
+}
 
 static void settings_read(void)
 {
+    debug_settings_read();
+    if (settings_error[0]) {
+        OCCL_WARN("%s", settings_error);
+        return;
+    }
     const char *env = getenv("OCCL_TIMEOUT_MS");
     if (env) {
         char *end;
@@ -130,8 +243,10 @@ static void settings_read(void)
                      "OCCL_TIMEOUT_MS='%.40s' is not valid: expected an integer from 1 to %lld "
                      "(milliseconds; the largest, about 31 years, waits for ever)",
                      env, TIMEOUT_MS_MAX);
-        else
+        else {
             timeout_ns = (uint64_t)ms * 1000000u;
+            OCCL_INFO_ENV("OCCL_TIMEOUT_MS set by environment to %lld", ms);
+        }
     }
     env = getenv("OCCL_CHECK_CALLS");
     if (env && !settings_error[0]) {
@@ -139,14 +254,16 @@ static void settings_read(void)
             snprintf(settings_error, sizeof settings_error,
                      "OCCL_CHECK_CALLS='%.40s' is not valid: expected 0 (calls unchecked) or 1 "
                      "(every call's fingerprint compared across its ranks, the default)", env);
-        else
+        else {
             check_calls = *env == '1';
+            OCCL_INFO_ENV("OCCL_CHECK_CALLS set by environment to %s", env);
+        }
     }
-    const char *dbg = getenv("OCCL_DEBUG");
-    if (dbg && strcmp(dbg, "INFO") == 0)
-        occl_log_threshold = OCCL_LOG_INFO;
-    if (dbg && strcmp(dbg, "TRACE") == 0)
-        occl_log_threshold = OCCL_LOG_TRACE;
+    const char *algo_error = settings_error[0] ? NULL : occl_algo_setting_error();
+    if (algo_error)
+        snprintf(settings_error, sizeof settings_error, "%s", algo_error);
+    else if (!settings_error[0] && getenv("OCCL_ALGO"))
+        OCCL_INFO_ENV("OCCL_ALGO set by environment to %.80s", getenv("OCCL_ALGO"));
     if (settings_error[0])
         OCCL_WARN("%s", settings_error); /* once: every call that needs it fails with it */
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "group.h"
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_COLL
 #include "occl_internal.h"
 
 static _Thread_local struct {

@@ -57,15 +57,37 @@ typedef struct occl_comm_config {
 /* NULL: the defaults. occlInvalidArgument with the reason for a bad one. */
 occlResult_t occl_config_resolve(const occlConfig_t *user, occl_comm_config *out);
 
-/* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
+/* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. INFO lines
+ * belong to a subsystem, and OCCL_DEBUG_SUBSYS (NCCL's syntax) selects
+ * which print; OCCL_DEBUG_FILE sends every line to a file instead of
+ * stderr. A file's lines are of the subsystem it defines as OCCL_LOG_SUBSYS
+ * before including this header (INIT if it defines none). */
 typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;
+enum {
+    OCCL_SUBSYS_INIT = 1 << 0,   /* communicators: init, bootstrap, split, destroy */
+    OCCL_SUBSYS_COLL = 1 << 1,   /* collective calls */
+    OCCL_SUBSYS_P2P = 1 << 2,    /* transfers within a virtual node */
+    OCCL_SUBSYS_NET = 1 << 3,    /* transfers between virtual nodes (MPI) */
+    OCCL_SUBSYS_GRAPH = 1 << 4,  /* rings and trees from the topology */
+    OCCL_SUBSYS_TUNING = 1 << 5, /* the planner's algorithm choices */
+    OCCL_SUBSYS_ENV = 1 << 6,    /* settings read from the environment */
+    OCCL_SUBSYS_ALL = (1 << 7) - 1
+};
 extern occl_log_level occl_log_threshold;
+extern unsigned occl_log_subsys;
 void occl_log(occl_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* OCCL_DEBUG_SUBSYS's list to a mask of OCCL_SUBSYS_*; -1 and the unknown
+ * name in bad. OCCL_DEBUG_FILE's pattern expanded (%h, %p, %%); -1 if too long. */
+long occl_parse_debug_subsys(const char *list, char *bad, size_t badlen);
+int occl_expand_debug_file(const char *pattern, char *out, size_t outlen);
+#ifndef OCCL_LOG_SUBSYS
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_INIT
+#endif
 #define OCCL_WARN(...) occl_log(OCCL_LOG_WARN, __VA_ARGS__)
-#define OCCL_INFO(...)                                                   \
-    do {                                                                 \
-        if (occl_log_threshold >= OCCL_LOG_INFO)                         \
-            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                        \
+#define OCCL_INFO(...)                                                                   \
+    do {                                                                                 \
+        if (occl_log_threshold >= OCCL_LOG_INFO && (occl_log_subsys & (OCCL_LOG_SUBSYS))) \
+            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                                        \
     } while (0)
 
 /* A failed call records why, for occlGetLastError. */
@@ -421,6 +443,8 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
  * UINT64_MAX if it cannot be modelled (out of memory). */
 uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps);
 const char *occl_algo_name(occl_algo a);
+/* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */
+const char *occl_algo_setting_error(void);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */
 const char *occl_coll_name(occl_coll c);

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <time.h>
 
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
 #include "occl_internal.h"
 
 static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical",
@@ -41,6 +42,7 @@ static const char *known_names(void)
 /* Allowed algorithms per collective, from OCCL_ALGO. */
 static unsigned allowed[OCCL_COLL_RECV + 1];
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
+static char algo_error[200]; /* an unknown name in OCCL_ALGO: an error, as NCCL >= 2.24 */
 
 static unsigned parse_list(const char *list, size_t len)
 {
@@ -55,9 +57,9 @@ static unsigned parse_list(const char *list, size_t len)
             a++;
         if (a < OCCL_NUM_ALGOS)
             mask |= 1u << a;
-        else if (n)
-            OCCL_WARN("OCCL_ALGO: unknown algorithm '%.*s' ignored (known: %s)", (int)n, p,
-                      known_names());
+        else if (n && !algo_error[0])
+            snprintf(algo_error, sizeof algo_error, "OCCL_ALGO: unknown algorithm '%.*s' (known: %s)",
+                     (int)(n > 40 ? 40 : n), p, known_names());
         p += n + 1;
     }
     unsigned all = (1u << OCCL_NUM_ALGOS) - 1;
@@ -89,11 +91,18 @@ static void parse_env(void)
                 c++;
             if (c <= OCCL_COLL_RECV)
                 allowed[c] = parse_list(colon + 1, (size_t)(end - colon - 1));
-            else
-                OCCL_WARN("OCCL_ALGO: unknown collective '%.*s' ignored", (int)(colon - p), p);
+            else if (!algo_error[0])
+                snprintf(algo_error, sizeof algo_error, "OCCL_ALGO: unknown collective '%.*s'",
+                         (int)(colon - p > 40 ? 40 : colon - p), p);
         }
         p = semi ? semi + 1 : end;
     }
+}
+
+const char *occl_algo_setting_error(void)
+{
+    pthread_once(&parse_once, parse_env);
+    return algo_error[0] ? algo_error : NULL;
 }
 
 /* Hop costs: a wake-up and a copy within a node, an MPI message between

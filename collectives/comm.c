@@ -527,6 +527,7 @@ static void comm_free(occlComm_t c)
     if (c->magic == OCCL_COMM_MAGIC && c->network && atomic_load(&c->async_error) != occlSuccess)
         occl_xfer_drain(c);
     occl_scratch_release(c);
+    occl_regs_release(c);
     if (c->ctrl)
         orFree(c->ctrl);
     if (c->tag_slot) {
@@ -979,6 +980,26 @@ occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId c
     if (res != occlSuccess)
         return occl_group_fail(res);
     return init_rank(comm, nranks, commId, rank, &resolved);
+}
+
+/* NCCL spreads its bootstrap over nId roots; OCCL's bootstrap is one
+ * exchange with one root, so it uses commIds[0] (whose maker must be a
+ * rank, as NCCL requires of every id's) and checks the others were made in
+ * this job. Every rank must pass the same ids. */
+occlResult_t occlCommInitRankScalable(occlComm_t *newcomm, int nranks, int myrank, int nId,
+                                      occlUniqueId *commIds, occlConfig_t *config)
+{
+    if (!commIds || nId < 1 || nId > nranks)
+        return occl_group_fail(occl_fail(occlInvalidArgument, "commIds is NULL, or nId %d is not in "
+                                                              "[1, nranks = %d]", nId, nranks));
+    for (int i = 1; i < nId; i++) {
+        unique_id u;
+        memcpy(&u, commIds[i].internal, sizeof u);
+        if (u.magic != ID_MAGIC)
+            return occl_group_fail(occl_fail(occlInvalidArgument, "commIds[%d] was not made by "
+                                                                  "occlGetUniqueId", i));
+    }
+    return occlCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }
 
 occlResult_t occl_group_run_inits(void *inits, int n)

@@ -145,6 +145,10 @@ occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId,
 /* occlCommInitRank with a configuration (NULL: the defaults). */
 occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
                                     occlConfig_t *config);
+/* occlCommInitRankConfig from nId ids (NCCL's scalable init): the ids are
+ * checked, the first one bootstraps. */
+occlResult_t occlCommInitRankScalable(occlComm_t *newcomm, int nranks, int myrank, int nId,
+                                      occlUniqueId *commIds, occlConfig_t *config);
 occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist);
 /* config NULL: the child has the parent's configuration (as NCCL). */
 occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
@@ -157,6 +161,16 @@ occlResult_t occlCommCount(const occlComm_t comm, int *count);
 occlResult_t occlCommDevice(const occlComm_t comm, int *device);
 occlResult_t occlCommUserRank(const occlComm_t comm, int *rank);
 #define OCCL_SPLIT_NOCOLOR (-1)
+
+/* Memory and registration. occlMemAlloc/occlMemFree are orMalloc/orFree on
+ * the current device. A registration is recorded and checked (device memory
+ * of the communicator's device); OCCL moves data the same way with or
+ * without one. Registering a range again returns the same handle, counted;
+ * a NULL handle deregisters nothing. */
+occlResult_t occlMemAlloc(void **ptr, size_t size);
+occlResult_t occlMemFree(void *ptr);
+occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle);
+occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
 
 /* Reduction operators */
 occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t *op, void *scalar, occlDataType_t datatype,

@@ -238,6 +238,7 @@ struct occlComm {
     uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
     occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
+    struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
     /* Virtual nodes, in ring order: node k's ranks are ring[node_first[k]]
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */
@@ -443,6 +444,8 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
  * UINT64_MAX if it cannot be modelled (out of memory). */
 uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps);
 const char *occl_algo_name(occl_algo a);
+/* Frees the registrations left on comm (register.c). */
+void occl_regs_release(occlComm_t comm);
 /* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */
 const char *occl_algo_setting_error(void);
 

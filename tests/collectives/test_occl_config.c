@@ -377,3 +377,36 @@ Test(occl_config, comm_name_in_async_error)
     orStreamDestroy(s);
     orFree(buf);
 }
+
+Test(occl_config, init_rank_scalable)
+{
+    occlUniqueId ids[2];
+    CHECK_OCCL(occlGetUniqueId(&ids[0]));
+    CHECK_OCCL(occlGetUniqueId(&ids[1]));
+    occlComm_t c[2] = {NULL, NULL};
+    EXPECT_BAD(occlCommInitRankScalable(&c[0], 2, 0, 0, ids, NULL), "nId 0");
+    EXPECT_BAD(occlCommInitRankScalable(&c[0], 2, 0, 3, ids, NULL), "nId 3");
+    EXPECT_BAD(occlCommInitRankScalable(&c[0], 2, 0, 1, NULL, NULL), "commIds is NULL");
+    occlUniqueId junk[2] = {ids[0]};
+    memset(&junk[1], 0x5a, sizeof junk[1]);
+    EXPECT_BAD(occlCommInitRankScalable(&c[0], 2, 0, 2, junk, NULL), "commIds[1]");
+    occlConfig_t bad = OCCL_CONFIG_INITIALIZER;
+    bad.magic = 0;
+    EXPECT_BAD(occlCommInitRankScalable(&c[0], 2, 0, 2, ids, &bad), "OCCL_CONFIG_INITIALIZER");
+    /* Both ranks, two ids, a name: the communicator works. */
+    occlConfig_t cfg = OCCL_CONFIG_INITIALIZER;
+    cfg.commName = "scalable";
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        CHECK_OCCL(occlCommInitRankScalable(&c[d], 2, d, 2, ids, &cfg));
+    }
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        int n = 0;
+        CHECK_OCCL(occlCommCount(c[d], &n));
+        cr_assert_eq(n, 2);
+        cr_assert_str_eq(c[d]->config.name, "scalable");
+        CHECK_OCCL(occlCommDestroy(c[d]));
+    }
+}

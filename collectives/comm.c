@@ -1311,3 +1311,85 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     orSetDevice(prev);
     return res;
 }
+
+/* ---- shrink ------------------------------------------------------------------- */
+
+/* Only the remaining ranks call it (the excluded ones may be dead), so
+ * nothing is exchanged over the parent: each remaining rank derives the
+ * child's id, its rank in it and the bootstrap's root (the first remaining
+ * rank) from the list, which they must all pass alike. */
+occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags)
+{
+    if (!occl_comm_valid(comm) || !newcomm)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or newcomm is NULL");
+    if (shrinkFlags != OCCL_SHRINK_DEFAULT && shrinkFlags != OCCL_SHRINK_ABORT)
+        return occl_fail(occlInvalidArgument, "shrinkFlags %d is neither OCCL_SHRINK_DEFAULT nor "
+                                              "OCCL_SHRINK_ABORT", shrinkFlags);
+    int n = comm->nranks;
+    if (excludeRanksCount < 0 || excludeRanksCount >= n || (excludeRanksCount && !excludeRanksList))
+        return occl_fail(occlInvalidArgument, "excludeRanksCount %d is not in [0, %d), or the list "
+                                              "is NULL", excludeRanksCount, n);
+    bool *out = calloc((size_t)n, sizeof *out);
+    if (!out)
+        return occl_fail(occlSystemError, "out of memory");
+    uint64_t h = comm->id ^ 0x5348524b53485249ULL; /* "SHRKSHRI": apart from splits' ids */
+    for (int i = 0; i < excludeRanksCount; i++) {
+        int r = excludeRanksList[i];
+        if (r < 0 || r >= n || out[r] || r == comm->rank) {
+            free(out);
+            return occl_fail(occlInvalidArgument, "excludeRanksList[%d] = %d is out of [0, %d), "
+                                                  "listed twice, or this rank (which must not "
+                                                  "call occlCommShrink then)", i, r, n);
+        }
+        out[r] = true;
+    }
+    occl_comm_config child_config = comm->config;
+    if (config) {
+        occlResult_t bad = occl_config_resolve(config, &child_config);
+        if (bad != occlSuccess) {
+            free(out);
+            return bad;
+        }
+    }
+    int newrank = 0, root = -1;
+    for (int r = 0; r < n; r++) {
+        if (out[r])
+            continue;
+        if (root < 0)
+            root = r;
+        if (r < comm->rank)
+            newrank++;
+        h = (h ^ (uint64_t)r) * 0x100000001b3ULL; /* the remaining set names the child */
+    }
+    free(out);
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    if (shrinkFlags == OCCL_SHRINK_ABORT) {
+        /* The parent's running and queued calls stop at their next wait. */
+        int none = occlSuccess;
+        atomic_compare_exchange_strong(&comm->async_error, &none, (int)occlRemoteError);
+    }
+    orDeviceSynchronize(); /* the parent's queued work comes first */
+    pthread_mutex_lock(&comm->lock);
+    int slot = 0;
+    while (slot < 16 && comm->shrinks[slot].count && comm->shrinks[slot].set != h)
+        slot++;
+    if (slot == 16) /* 16 sets already: the one this set hashes to is recycled */
+        slot = (int)(h % 16), comm->shrinks[slot].count = 0;
+    comm->shrinks[slot].set = h;
+    uint64_t nth = ++comm->shrinks[slot].count;
+    pthread_mutex_unlock(&comm->lock);
+    h ^= nth * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    unique_id u = {ID_MAGIC, comm->job.job_id, h, comm->peers[root].world_rank};
+    occlUniqueId id;
+    memset(&id, 0, sizeof id);
+    memcpy(id.internal, &u, sizeof u);
+    occlResult_t res = init_rank(newcomm, n - excludeRanksCount, id, newrank, &child_config);
+    orSetDevice(prev);
+    return res;
+}

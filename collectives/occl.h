@@ -153,6 +153,13 @@ occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist);
 /* config NULL: the child has the parent's configuration (as NCCL). */
 occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
                            occlConfig_t *config);
+/* A communicator of the ranks of comm not in excludeRanksList, called by
+ * those ranks only, in rank order; config NULL inherits comm's.
+ * OCCL_SHRINK_ABORT first stops comm's calls (comm is then failed). */
+#define OCCL_SHRINK_DEFAULT 0x00
+#define OCCL_SHRINK_ABORT 0x01
+occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags);
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 occlResult_t occlCommAbort(occlComm_t comm);

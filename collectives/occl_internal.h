@@ -239,6 +239,13 @@ struct occlComm {
     occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
+    /* occlCommShrink's children so far, per remaining set: only the
+     * remaining ranks call it, so the split counter may differ between them
+     * and an excluded rank; a count per set is the same on all callers. */
+    struct occl_shrink_count {
+        uint64_t set;
+        uint64_t count;
+    } shrinks[16];
     /* Virtual nodes, in ring order: node k's ranks are ring[node_first[k]]
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */

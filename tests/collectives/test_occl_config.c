@@ -410,3 +410,48 @@ Test(occl_config, init_rank_scalable)
         CHECK_OCCL(occlCommDestroy(c[d]));
     }
 }
+
+Test(occl_config, shrink_checks_and_inherits)
+{
+    occlConfig_t cfg = OCCL_CONFIG_INITIALIZER;
+    cfg.commName = "before";
+    occlComm_t parents[2];
+    init_two(parents, &cfg);
+    occlComm_t child = NULL;
+    int one = 1, self = 0, far = 2, twice[2] = {1, 1};
+    EXPECT_BAD(occlCommShrink(parents[0], &one, 1, &child, NULL, 2), "shrinkFlags 2");
+    EXPECT_BAD(occlCommShrink(parents[0], NULL, 1, &child, NULL, OCCL_SHRINK_DEFAULT), "list is NULL");
+    EXPECT_BAD(occlCommShrink(parents[0], &one, -1, &child, NULL, OCCL_SHRINK_DEFAULT),
+               "excludeRanksCount -1");
+    EXPECT_BAD(occlCommShrink(parents[0], twice, 2, &child, NULL, OCCL_SHRINK_DEFAULT),
+               "excludeRanksCount 2");
+    EXPECT_BAD(occlCommShrink(parents[0], &far, 1, &child, NULL, OCCL_SHRINK_DEFAULT),
+               "excludeRanksList[0] = 2");
+    EXPECT_BAD(occlCommShrink(parents[0], &self, 1, &child, NULL, OCCL_SHRINK_DEFAULT),
+               "excludeRanksList[0] = 0");
+    occlConfig_t bad = OCCL_CONFIG_INITIALIZER;
+    bad.shrinkShare = 3;
+    EXPECT_BAD(occlCommShrink(parents[0], &one, 1, &child, &bad, OCCL_SHRINK_DEFAULT), "shrinkShare");
+    cr_assert_null(child);
+    /* Rank 1 excluded: rank 0 alone makes the child, inheriting the config. */
+    cr_assert_eq(orSetDevice(0), orSuccess);
+    CHECK_OCCL(occlCommShrink(parents[0], &one, 1, &child, NULL, OCCL_SHRINK_DEFAULT));
+    int n = 0, rank = -1;
+    CHECK_OCCL(occlCommCount(child, &n));
+    CHECK_OCCL(occlCommUserRank(child, &rank));
+    cr_assert_eq(n, 1);
+    cr_assert_eq(rank, 0);
+    cr_assert_str_eq(child->config.name, "before");
+    CHECK_OCCL(occlCommDestroy(child));
+    /* With a config of its own, after stopping the parent's calls. */
+    occlConfig_t own = OCCL_CONFIG_INITIALIZER;
+    own.commName = "after";
+    CHECK_OCCL(occlCommShrink(parents[0], &one, 1, &child, &own, OCCL_SHRINK_ABORT));
+    cr_assert_str_eq(child->config.name, "after");
+    occlResult_t async = occlSuccess;
+    CHECK_OCCL(occlCommGetAsyncError(parents[0], &async));
+    cr_assert_eq(async, occlRemoteError, "the parent is stopped by OCCL_SHRINK_ABORT");
+    CHECK_OCCL(occlCommDestroy(child));
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommDestroy(parents[d]));
+}

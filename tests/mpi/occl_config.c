@@ -6,7 +6,9 @@
  * types with every built-in op against a host reference, saturation
  * included; a split with a blocking config of its own and one inheriting the
  * parent's non-blocking config (so it returns occlInProgress) work; a bad
- * config fails locally with occlInvalidArgument before any exchange.
+ * config fails locally with occlInvalidArgument before any exchange;
+ * occlCommShrink called by the remaining ranks only (the last rank left
+ * out, then rank 0, the usual bootstrap root, left out).
  */
 #include <math.h>
 #include <string.h>
@@ -170,6 +172,44 @@ int main(void)
     allreduce_fp8(half, ci.rank / 2, n, occlFloat8e4m3, s, dev);
     allreduce_fp8(inherit, n - 1 - ci.rank / 2, n, occlFloat8e5m2, s, dev);
 
+    /* Shrink: the last rank is left out and does not call it (as a dead
+     * rank would not); the others make a communicator of n - 1 ranks. */
+    int gone = ci.nranks - 1;
+    if (ci.rank != gone) {
+        occlComm_t shrunk = NULL;
+        occlConfig_t shrink_cfg = OCCL_CONFIG_INITIALIZER;
+        shrink_cfg.commName = "survivors";
+        CHECK_OCCL(occlCommShrink(comm, &gone, 1, &shrunk, &shrink_cfg, OCCL_SHRINK_DEFAULT));
+        CHECK_OCCL(occlCommCount(shrunk, &n));
+        CHECK_OCCL(occlCommUserRank(shrunk, &rk));
+        if (n != ci.nranks - 1 || rk != ci.rank)
+            mpitest_fail(__FILE__, __LINE__, "shrink: wrong size or rank", "");
+        allreduce_fp8(shrunk, ci.rank, n, occlFloat8e4m3, s, dev);
+        CHECK_OCCL(occlCommDestroy(shrunk));
+    }
+    /* Excluding rank 0: the bootstrap's root is then rank 1. */
+    int first = 0;
+    if (ci.rank != 0) {
+        occlComm_t shrunk = NULL;
+        /* The parent's non-blocking config is inherited: occlInProgress. */
+        r = occlCommShrink(comm, &first, 1, &shrunk, NULL, OCCL_SHRINK_DEFAULT);
+        if (r != occlInProgress || !shrunk)
+            mpitest_fail(__FILE__, __LINE__, "shrink inheriting a non-blocking config: ",
+                         occlGetErrorString(r));
+        occlResult_t st = occlInProgress;
+        while (st == occlInProgress) {
+            CHECK_OCCL(occlCommGetAsyncError(shrunk, &st));
+            usleep(1000);
+        }
+        if (st != occlSuccess)
+            mpitest_fail(__FILE__, __LINE__, "shrink without rank 0: ", occlGetLastError(shrunk));
+        CHECK_OCCL(occlCommUserRank(shrunk, &rk));
+        if (rk != ci.rank - 1)
+            mpitest_fail(__FILE__, __LINE__, "shrink without rank 0: wrong rank", "");
+        allreduce_fp8(shrunk, ci.rank - 1, ci.nranks - 1, occlFloat8e5m2, s, dev);
+        CHECK_OCCL(occlCommDestroy(shrunk));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
     CHECK_OCCL(occlCommDestroy(half));
     CHECK_OCCL(occlCommDestroy(inherit));
     CHECK_OCCL(occlCommFinalize(comm));
@@ -179,6 +219,6 @@ int main(void)
     MPI_Barrier(MPI_COMM_WORLD);
     if (ci.rank == 0)
         printf("occl_config: %d ranks, non-blocking init, FP8 all-reduce of every op, splits with "
-               "and without a config: ok\n", ci.nranks);
+               "and without a config, shrinks: ok\n", ci.nranks);
     return 0;
 }

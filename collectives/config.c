@@ -14,7 +14,7 @@
 /* Fields NCCL added at each version: a config of an older version has
  * them reset to their defaults (its header did not have them, so they hold
  * whatever followed the struct). */
-#define V(x, y, z) ((x) * 10000 + (y) * 100 + (z))
+#define V(x, y, z) OCCL_VERSION(x, y, z)
 
 /* The defaults (NCCL's; the CTA counts are NCCL's too, though OCCL runs no
  * CTAs: kept so a configuration reads back as on NCCL). */

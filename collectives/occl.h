@@ -12,13 +12,18 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openreg.h>
 
 #define OCCL_MAJOR 2
 #define OCCL_MINOR 19
 #define OCCL_PATCH 0
-#define OCCL_VERSION_CODE (OCCL_MAJOR * 10000 + OCCL_MINOR * 100 + OCCL_PATCH)
+#define OCCL_SUFFIX ""
+/* NCCL's version arithmetic (before 2.9 the minor counted hundreds). */
+#define OCCL_VERSION(X, Y, Z)                                                                     \
+    (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define OCCL_VERSION_CODE OCCL_VERSION(OCCL_MAJOR, OCCL_MINOR, OCCL_PATCH)
 
 #ifdef __cplusplus
 extern "C" {
@@ -178,6 +183,15 @@ occlResult_t occlMemAlloc(void **ptr, size_t size);
 occlResult_t occlMemFree(void *ptr);
 occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle);
 occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
+
+/* Device memory a communicator holds (its control block and scratch). */
+typedef enum {
+    occlStatGpuMemSuspend = 0,   /* that could be suspended: always 0 */
+    occlStatGpuMemSuspended = 1, /* whether it is suspended: always 0 */
+    occlStatGpuMemPersist = 2,   /* that cannot be suspended: all of it */
+    occlStatGpuMemTotal = 3
+} occlCommMemStat_t;
+occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value);
 
 /* Reduction operators */
 occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t *op, void *scalar, occlDataType_t datatype,

@@ -1,6 +1,6 @@
 /*
- * collectives/register.c - occlMemAlloc/occlMemFree and buffer registration
- * (occlCommRegister/occlCommDeregister). OCCL's transfers read and write
+ * collectives/register.c - occlMemAlloc/occlMemFree, occlCommMemStats and
+ * buffer registration (occlCommRegister/occlCommDeregister). OCCL's transfers read and write
  * device memory directly whether or not it is registered, so registration
  * changes no data path: it is recorded per communicator and checked (the
  * range must be device memory of the communicator's device), as NCCL
@@ -108,4 +108,23 @@ void occl_regs_release(occlComm_t comm)
         free(r);
         r = next;
     }
+}
+
+/* The device memory OCCL holds for comm: its control block and its scratch.
+ * Nothing of it can be suspended (OCCL has no occlCommSuspend). */
+occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value)
+{
+    if (!occl_comm_valid(comm) || !value)
+        return occl_fail(occlInvalidArgument, "occlCommMemStats: comm is not a live communicator, "
+                                              "or value is NULL");
+    if ((int)stat < occlStatGpuMemSuspend || (int)stat > occlStatGpuMemTotal)
+        return occl_fail(occlInvalidArgument, "occlCommMemStats: unknown statistic %d", (int)stat);
+    /* Scratch changes size only in a running call, which holds the lock. */
+    pthread_mutex_lock(&comm->lock);
+    uint64_t held = comm->ctrl_bytes;
+    for (int i = 0; i < OCCL_SCRATCH_SLOTS; i++)
+        held += comm->scratch_bytes[i];
+    pthread_mutex_unlock(&comm->lock);
+    *value = stat == occlStatGpuMemSuspend || stat == occlStatGpuMemSuspended ? 0 : held;
+    return occlSuccess;
 }

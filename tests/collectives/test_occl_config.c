@@ -66,6 +66,10 @@ Test(occl_config, layout_matches_nccl)
     cr_assert_eq(c.blocking, INT_MIN);
     cr_assert_null(c.commName);
     cr_assert_eq(c.graphStreamOrdering, INT_MIN);
+    cr_assert_eq(OCCL_VERSION(2, 31, 0), 23100);
+    cr_assert_eq(OCCL_VERSION(2, 8, 4), 2804);
+    cr_assert_eq(OCCL_VERSION_CODE, OCCL_VERSION(OCCL_MAJOR, OCCL_MINOR, OCCL_PATCH));
+    cr_assert_str_eq(OCCL_SUFFIX, "");
 }
 
 Test(occl_config, bad_header)

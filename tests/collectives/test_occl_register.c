@@ -132,3 +132,51 @@ Test(occl_register, collective_on_registered_buffers)
         CHECK_OCCL(occlMemFree(buf[d]));
     }
 }
+
+Test(occl_register, mem_stats)
+{
+    uint64_t total = 0, persist = 0, suspend = 7, suspended = 7;
+    EXPECT(occlCommMemStats(comms[0], occlStatGpuMemTotal, NULL), occlInvalidArgument, "value is NULL");
+    EXPECT(occlCommMemStats(comms[0], (occlCommMemStat_t)9, &total), occlInvalidArgument,
+           "unknown statistic 9");
+    EXPECT(occlCommMemStats(NULL, occlStatGpuMemTotal, &total), occlInvalidArgument,
+           "not a live communicator");
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &total));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemPersist, &persist));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspend, &suspend));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_gt(total, 0, "the control block is device memory");
+    cr_assert_eq(persist, total);
+    cr_assert_eq(suspend, 0);
+    cr_assert_eq(suspended, 0);
+    /* A reduce-scatter of 4 MiB per rank takes scratch, which finalize gives back. */
+    const size_t count = (size_t)1 << 20;
+    float *send[2], *recv[2];
+    orStream_t s[2];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        CHECK_OCCL(occlMemAlloc((void **)&send[d], 2 * count * sizeof(float)));
+        CHECK_OCCL(occlMemAlloc((void **)&recv[d], count * sizeof(float)));
+        cr_assert_eq(orMemset(send[d], 0, 2 * count * sizeof(float)), orSuccess);
+        cr_assert_eq(orStreamCreate(&s[d]), orSuccess);
+    }
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(send[d], recv[d], count, occlFloat32, occlSum, comms[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    uint64_t during = 0, after = 0;
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &during));
+    cr_assert_gt(during, total, "scratch counted (%llu, before %llu)", (unsigned long long)during,
+                 (unsigned long long)total);
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommFinalize(comms[d]));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
+    cr_assert_eq(after, total, "scratch given back at finalize");
+    for (int d = 0; d < 2; d++) {
+        orStreamDestroy(s[d]);
+        CHECK_OCCL(occlMemFree(send[d]));
+        CHECK_OCCL(occlMemFree(recv[d]));
+    }
+}

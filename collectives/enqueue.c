@@ -411,6 +411,12 @@ occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, o
     return enqueue(&c);
 }
 
+occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int root, occlComm_t comm,
+                       orStream_t stream)
+{
+    return occlBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
 occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            occlDataType_t datatype, occlComm_t comm, orStream_t stream)
 {

@@ -202,6 +202,9 @@ occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm);
 occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count,
                         occlDataType_t datatype, occlRedOp_t op, int root, occlComm_t comm,
                         orStream_t stream);
+/* occlBroadcast in place (NCCL's legacy ncclBcast). */
+occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int root, occlComm_t comm,
+                       orStream_t stream);
 occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            occlDataType_t datatype, int root, occlComm_t comm, orStream_t stream);
 occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count,

@@ -7,6 +7,7 @@
  * included; a split with a blocking config of its own and one inheriting the
  * parent's non-blocking config (so it returns occlInProgress) work; a bad
  * config fails locally with occlInvalidArgument before any exchange;
+ * occlBcast moves FP8 bytes in place;
  * occlCommShrink called by the remaining ranks only (the last rank left
  * out, then rank 0, the usual bootstrap root, left out).
  */
@@ -148,6 +149,21 @@ int main(void)
     CHECK_OR(orMalloc((void **)&dev, N));
     allreduce_fp8(comm, ci.rank, ci.nranks, occlFloat8e4m3, s, dev);
     allreduce_fp8(comm, ci.rank, ci.nranks, occlFloat8e5m2, s, dev);
+
+    /* occlBcast: in place, from the last rank, FP8 bytes unchanged (0x7f and
+     * 0xff, the NaNs, among them). */
+    {
+        unsigned char in[N], out[N];
+        for (int i = 0; i < N; i++)
+            in[i] = (unsigned char)(ci.rank == ci.nranks - 1 ? i * 4 + 3 : 0);
+        CHECK_OR(orMemcpy(dev, in, N, orMemcpyHostToDevice));
+        CHECK_OCCL(occlBcast(dev, N, occlFloat8e4m3, ci.nranks - 1, comm, s));
+        CHECK_OR(orStreamSynchronize(s));
+        CHECK_OR(orMemcpy(out, dev, N, orMemcpyDeviceToHost));
+        for (int i = 0; i < N; i++)
+            if (out[i] != (unsigned char)(i * 4 + 3))
+                mpitest_fail(__FILE__, __LINE__, "occlBcast: wrong byte", "");
+    }
 
     /* Splits: one with a blocking config of its own, one inheriting the
      * parent's (non-blocking) config. Both halves by parity. */

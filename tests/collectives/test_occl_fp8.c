@@ -54,9 +54,18 @@ static uint8_t ref_encode(const fmt *f, double x)
         return sign | f->nancode;
     if (a >= f->max)
         return sign | f->maxcode;
+    /* The non-negative codes' values, decoded once per format. */
+    static double values[2][128];
+    static int ready[2];
+    int k = f->type == occlFloat8e5m2;
+    if (!ready[k]) {
+        for (int c = 0; c < 128; c++)
+            values[k][c] = ref_decode(f, (uint8_t)c);
+        ready[k] = 1;
+    }
     uint8_t best = 0;
     for (int c = 1; c <= f->maxcode; c++) {
-        double dc = fabs(ref_decode(f, (uint8_t)c) - a), db = fabs(ref_decode(f, best) - a);
+        double dc = fabs(values[k][c] - a), db = fabs(values[k][best] - a);
         if (dc < db || (dc == db && !(c & 1)))
             best = (uint8_t)c;
     }

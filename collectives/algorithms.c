@@ -666,6 +666,10 @@ occlResult_t occl_run_call(occl_call *c)
 {
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
+    if (occl_ll_eligible(c)) {
+        occl_ll_state own = {0};
+        return occl_ll_run(c, c->ll ? c->ll : &own);
+    }
     if (c->coll != OCCL_COLL_ALLREDUCE && c->coll != OCCL_COLL_REDUCE && c->coll < OCCL_COLL_SEND &&
         c->comm->nranks > 1)
         occl_plan(c); /* one algorithm each: logged all the same */

@@ -264,6 +264,8 @@ static void settings_read(void)
         snprintf(settings_error, sizeof settings_error, "%s", algo_error);
     else if (!settings_error[0] && getenv("OCCL_ALGO"))
         OCCL_INFO_ENV("OCCL_ALGO set by environment to %.80s", getenv("OCCL_ALGO"));
+    if (!settings_error[0])
+        occl_ll_settings(settings_error, sizeof settings_error);
     if (settings_error[0])
         OCCL_WARN("%s", settings_error); /* once: every call that needs it fails with it */
 }
@@ -432,6 +434,8 @@ __attribute__((constructor)) static void occl_settings_register(void)
     or_config_must_agree("OCCL_ALGO", "");
     /* With it on, a call's first network message to each peer is a header. */
     or_config_must_agree("OCCL_CHECK_CALLS", "1");
+    /* Which calls take the low-latency path (ll.c). */
+    or_config_must_agree("OCCL_LL_MAX_BYTES", "4096");
 }
 
 /* ---- unique ids -------------------------------------------------------------- */
@@ -487,7 +491,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->config = pi->config;
     c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
-    c->ctrl_bytes = sizeof(occl_ctrl) + 2 * (size_t)pi->nranks * sizeof(occl_slot);
+    c->ctrl_bytes = occl_ll_area_offset(pi->nranks) + occl_ll_area_bytes();
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->runner_lock, NULL);
     pthread_cond_init(&c->runner_cv, NULL);
@@ -508,6 +512,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     orSetDevice(prev);
     memset(c->ctrl, 0, c->ctrl_bytes); /* strict mode aside, device memory is host memory */
     c->ctrl->magic = OCCL_COMM_MAGIC;
+    occl_ll_init(c->ctrl, c->nranks);
     pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}};
     if (or_mem_export(c->ctrl, c->ctrl_bytes, &pi->reg.ctrl_ref) != orSuccess)
         return occl_fail(occlInternalError, "control block not exportable");
@@ -571,6 +576,11 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
             return occl_fail(occlInternalError, "cannot map rank %d's control block", r);
         c->network |= !p->ctrl;
     }
+    int local = 0;
+    for (int r = 0; r < c->nranks; r++)
+        local += c->peers[r].ctrl != NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->oversubscribed = cores > 0 && local > cores;
     c->check_calls = check_calls;
     /* Ring: by node, then rank, so it leaves each node once. */
     for (int r = 0; r < c->nranks; r++)
@@ -1261,7 +1271,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     all[2 * comm->rank] = color;
     all[2 * comm->rank + 1] = key;
     occl_call gather = {OCCL_COLL_ALLGATHER, comm, all + 2 * comm->rank, all, 2, occlInt32,
-                        {0}, false, NULL, 0, NULL, comm->device, NULL};
+                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
     pthread_mutex_lock(&comm->lock);
     occl_fp_begin(comm, &gather);

@@ -55,6 +55,7 @@ typedef struct occl_task {
     uint64_t entry_ns; /* virtual clock of the stream at the task (vcost.c) */
     or_handed_task op; /* the stream's op, completed when the task has run */
     struct occl_task *next; /* in the communicator's queue */
+    occl_ll_state ll; /* a low-latency call begun on the calling thread */
     int n;
     occl_call calls[];
 } occl_task;
@@ -64,12 +65,13 @@ static orError_t stream_error_of(occlResult_t res)
     return res == occlTimeout ? orErrorTimeout : res == occlRemoteError ? orErrorRemote : orErrorUnknown;
 }
 
-/* Runs on the communicator's thread, in stream order. */
-static void task_run(occl_task *t)
+/* Runs the task's calls, holding comm->lock; occlInProgress when a call on
+ * the calling thread gave up waiting (the communicator's thread resumes it). */
+static occlResult_t task_exec(occl_task *t, uint64_t *clock)
 {
     occlComm_t comm = t->calls[0].comm;
-    uint64_t clock = t->entry_ns;
-    pthread_mutex_lock(&comm->lock);
+    if (t->ll.begun) /* begun on the calling thread: the rest is left */
+        return occl_ll_run(&t->calls[0], &t->ll);
     occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
     if (res != occlSuccess)
         occl_fail(res, "the communicator failed earlier; call skipped");
@@ -85,9 +87,16 @@ static void task_run(occl_task *t)
                 break;
             *t->calls[i].source = t->calls[i].root;
         }
-        res = occl_vrun(&t->calls[i], m, &clock);
+        res = occl_vrun(&t->calls[i], m, clock);
         i += m;
     }
+    return res;
+}
+
+/* Completes the task after task_exec (comm->lock held, released here). */
+static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
+{
+    occlComm_t comm = t->calls[0].comm;
     or_stream_release_vclock(t->calls[0].stream, clock);
     if (res != occlSuccess) {
         occl_comm_set_error(comm, res);
@@ -99,6 +108,17 @@ static void task_run(occl_task *t)
     or_handed_task op = t->op;
     free(t);
     or_handed_task_done(op);
+}
+
+/* Runs on the communicator's thread, in stream order. */
+static void task_run(occl_task *t)
+{
+    occlComm_t comm = t->calls[0].comm;
+    uint64_t clock = t->entry_ns;
+    pthread_mutex_lock(&comm->lock);
+    t->ll.give_up_ns = 0;
+    occlResult_t res = task_exec(t, &clock);
+    task_end(t, res, clock);
 }
 
 /* The communicator's thread runs its tasks one at a time, in the order the
@@ -123,10 +143,13 @@ static void *runner_main(void *arg)
         comm->runner_head = t->next;
         if (!comm->runner_head)
             comm->runner_tail = NULL;
+        comm->runner_busy = true;
         pthread_mutex_unlock(&comm->runner_lock);
-        or_handed_task_begin(t->op);
+        if (!t->ll.begun) /* else begun on the calling thread */
+            or_handed_task_begin(t->op);
         task_run(t);
         pthread_mutex_lock(&comm->runner_lock);
+        comm->runner_busy = false;
     }
     pthread_mutex_unlock(&comm->runner_lock);
     return NULL;
@@ -152,6 +175,36 @@ void occl_runner_stop(occlComm_t comm)
     comm->runner_started = false;
 }
 
+static void runner_queue_locked(occlComm_t comm, occl_task *t)
+{
+    t->next = NULL;
+    if (comm->runner_tail)
+        comm->runner_tail->next = t;
+    else
+        comm->runner_head = t;
+    comm->runner_tail = t;
+    pthread_cond_signal(&comm->runner_cv);
+}
+
+/* The task the calling thread is launching, and whether it reached the
+ * head of its stream at once and may run right there (run_on_caller). */
+static _Thread_local occl_task *launching;
+static _Thread_local bool launched_here;
+/* A group of several communicators' calls: each would wait for the next,
+ * which this thread has yet to launch. */
+static _Thread_local bool launching_many;
+
+/* A small call on one node whose stream is idle runs on the thread that
+ * issues it, when nothing of its communicator runs or waits to: no hand-off
+ * to the communicator's thread, whose wake-up would cost more than the call
+ * (docs/occl-perf.md). Not in virtual time or traces, which account for
+ * the call on the communicator's thread. */
+static bool may_run_on_caller(const occl_task *t)
+{
+    return t == launching && !launching_many && t->n == 1 && occl_caller_wait_ns() && !or_vclock_virtual() &&
+           !or_trace_enabled() && occl_ll_eligible(&t->calls[0]);
+}
+
 /* When the task reaches the head of its stream, under the device's lock
  * (the runner never holds its lock while taking that one). */
 static void task_hand(void *arg, or_handed_task op)
@@ -159,15 +212,46 @@ static void task_hand(void *arg, or_handed_task op)
     occl_task *t = arg;
     occlComm_t comm = t->calls[0].comm;
     t->op = op;
-    t->next = NULL;
+    bool here = may_run_on_caller(t);
     pthread_mutex_lock(&comm->runner_lock);
-    if (comm->runner_tail)
-        comm->runner_tail->next = t;
-    else
-        comm->runner_head = t;
-    comm->runner_tail = t;
-    pthread_cond_signal(&comm->runner_cv);
+    if (here && !comm->runner_head && !comm->runner_busy && !comm->caller_busy) {
+        comm->caller_busy = true;
+        launched_here = true;
+    } else {
+        runner_queue_locked(comm, t);
+    }
     pthread_mutex_unlock(&comm->runner_lock);
+}
+
+/* Run task t on the calling thread for up to OCCL_CALLER_WAIT_US of
+ * waiting for peers; if they have not come by then, the communicator's
+ * thread takes the rest over and the caller goes on. */
+static void run_on_caller(occl_task *t)
+{
+    occlComm_t comm = t->calls[0].comm;
+    uint64_t clock = t->entry_ns;
+    or_handed_task_begin(t->op);
+    pthread_mutex_lock(&comm->lock);
+    t->calls[0].ll = &t->ll;
+    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns();
+    occlResult_t res = task_exec(t, &clock);
+    if (res == occlInProgress) {
+        /* First in the queue: tasks queued meanwhile reached their streams' heads after it. */
+        pthread_mutex_unlock(&comm->lock);
+        pthread_mutex_lock(&comm->runner_lock);
+        comm->caller_busy = false;
+        t->next = comm->runner_head;
+        comm->runner_head = t;
+        if (!comm->runner_tail)
+            comm->runner_tail = t;
+        pthread_cond_signal(&comm->runner_cv);
+        pthread_mutex_unlock(&comm->runner_lock);
+        return;
+    }
+    pthread_mutex_lock(&comm->runner_lock);
+    comm->caller_busy = false;
+    pthread_mutex_unlock(&comm->runner_lock);
+    task_end(t, res, clock);
 }
 
 static occlResult_t launch(occl_call *calls, int n)
@@ -176,18 +260,24 @@ static occlResult_t launch(occl_call *calls, int n)
     if (!t)
         return occl_fail(occlSystemError, "out of memory");
     t->n = n;
+    t->ll.begun = t->ll.posted = false;
     memcpy(t->calls, calls, (size_t)n * sizeof *calls);
     /* A NULL stream is the default stream of the device current at the call,
      * which a group may have changed since. */
     int prev;
     orGetDevice(&prev);
     orSetDevice(calls[0].stream_device);
+    launching = t;
+    launched_here = false;
     orError_t err = or_launch_handed_task_held(calls[0].stream, task_hand, t, &t->entry_ns);
+    launching = NULL;
     orSetDevice(prev);
     if (err != orSuccess) {
         free(t);
         return occl_fail(occlUnhandledDeviceError, "cannot enqueue on the stream");
     }
+    if (launched_here)
+        run_on_caller(t);
     return occlSuccess;
 }
 
@@ -219,6 +309,8 @@ occlResult_t occlGroupEnd(void)
     if (res == occlSuccess && grp.ninits)
         res = occl_group_run_inits(grp.inits, grp.ninits);
     /* One task per communicator, on the stream of its first call. */
+    for (int i = 1; i < grp.ncalls; i++)
+        launching_many |= grp.calls[i].comm != grp.calls[0].comm;
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
         occl_call *c = &grp.calls[i];
         if (!c->comm)
@@ -239,6 +331,7 @@ occlResult_t occlGroupEnd(void)
         res = launch(mine, n);
         free(mine);
     }
+    launching_many = false;
     free(grp.inits);
     free(grp.calls);
     memset(&grp, 0, sizeof grp);
@@ -386,28 +479,28 @@ static occlResult_t with_op(occl_call *c, occlRedOp_t op)
 occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         occlRedOp_t op, int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                occlDataType_t datatype, occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
     return with_op(&c, op);
 }
 
 occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
@@ -420,42 +513,42 @@ occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int ro
 occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            occlDataType_t datatype, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlAlltoAll(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                           occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlGather(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlScatter(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                          int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
 occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL};
+    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL};
     return enqueue(&c);
 }
 
@@ -466,6 +559,6 @@ occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t data
         return occl_group_fail(occl_fail(occlInvalidArgument, "RecvAnySource: peer is NULL"));
     *peer = -1;
     occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, -1, stream, -1,
-                   peer};
+                   peer, NULL};
     return enqueue(&c);
 }

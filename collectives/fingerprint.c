@@ -390,6 +390,34 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
     return occlSuccess;
 }
 
+/* The low-latency path (ll.c) waits for peer j of its node to post the
+ * collective `mine`: whether j is instead in that call on another path
+ * (different count, hence size), or in a Send or Recv with this rank where
+ * this rank runs the collective. A peer already past `mine` is not. */
+occlResult_t occl_fp_check_ll(occlComm_t comm, int j, const occl_fp *mine)
+{
+    occl_peer *p = &comm->peers[j];
+    occl_fp theirs;
+    if (read_current(p->ctrl, &theirs) && theirs.seq == mine->seq && !occl_fp_match(mine, &theirs))
+        return occl_fp_mismatch(comm, j, &theirs, NULL, mine);
+    occl_slot *in = &p->ctrl->slots[comm->rank]; /* j's mailbox for this rank */
+    if (atomic_load_explicit(&in->seq, memory_order_acquire) == p->received + 1) {
+        occl_fp_pair posted = in->fp; /* j cannot post again before this rank takes it */
+        if (posted.cur.seq == mine->seq || (!posted.cur.seq && posted.prev.seq < mine->seq))
+            return occl_fp_mismatch(comm, j, &posted.cur, &posted.prev, mine);
+    }
+    occl_slot *w = &p->ctrl->slots[comm->nranks + comm->rank]; /* j's slot for this rank */
+    uint64_t blocked = atomic_load_explicit(&w->wait_seq, memory_order_acquire);
+    if (blocked > p->sent) { /* j's Recv waits for a transfer from this rank */
+        occl_fp_pair recv = w->fp;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&w->wait_seq, memory_order_relaxed) == blocked &&
+            recv.prev.seq < mine->seq)
+            return occl_fp_mismatch(comm, j, &recv.cur, &recv.prev, mine);
+    }
+    return occlSuccess;
+}
+
 void occl_notice_release(occlComm_t comm)
 {
     if (comm->waits) {

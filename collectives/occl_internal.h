@@ -108,6 +108,7 @@ typedef struct occl_fp {
     uint8_t pad;
 } occl_fp;
 #define OCCL_FP_NO_OP 0xff
+#define OCCL_FP_PAST 8 /* collectives' fingerprints a communicator keeps */
 
 /* What a transfer carries: its call's fingerprint and, for a collective,
  * the one before it on this communicator (a peer still in that earlier call
@@ -197,6 +198,8 @@ struct occlComm {
     pthread_cond_t runner_cv;
     struct occl_task *runner_head, *runner_tail;
     bool runner_started, runner_stop;
+    /* A task runs on the runner, or on the thread that issued it (enqueue.c). */
+    bool runner_busy, caller_busy;
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
@@ -204,10 +207,13 @@ struct occlComm {
      * this rank sent over the network, until MPI is done with them. */
     bool check_calls;
     bool network; /* some peer is on another node */
+    /* More ranks of this communicator on this node than cores: a waiting
+     * rank yields at once instead of spinning (ll.c, transport.c). */
+    bool oversubscribed;
     occl_fp fp;
     /* The last collectives' fingerprints, by sequence number: a peer still
      * in an earlier call is named against what this rank ran as that call. */
-    occl_fp past[8];
+    occl_fp past[OCCL_FP_PAST];
     bool noticed;
     occl_notice notice;
     occl_notice notice_out;
@@ -410,7 +416,48 @@ typedef struct occl_call {
     /* occlRecvAnySource: the caller's variable that gets the sender's rank;
      * root is -1 until the task finds the sender. */
     int *source;
+    /* The low-latency path's progress (ll.c), kept in the task so a call
+     * begun on the calling thread can end on the communicator's; NULL:
+     * the call keeps its own and runs to its end. */
+    struct occl_ll_state *ll;
 } occl_call;
+
+/* ll.c: the low-latency path for small collectives within one node (each
+ * rank posts its input with the call's number into a box of its control
+ * block; the ranks that need it read it from there). A rank's boxes take
+ * OCCL_LL_BOX_BYTES; OCCL_LL_MAX_BYTES (default OCCL_LL_DEFAULT_BYTES)
+ * bounds the input a call may post. */
+#define OCCL_LL_BOX_BYTES (16 << 10)
+#define OCCL_LL_DEFAULT_BYTES 4096
+#define OCCL_LL_MAX_RANKS OCCL_MAX_MPI_RANKS
+/* How long a call run on the calling thread waits for its peers before the
+ * communicator's thread takes it over (OCCL_CALLER_WAIT_US). */
+#define OCCL_CALLER_WAIT_DEFAULT_US 200
+typedef struct occl_ll_area occl_ll_area;
+typedef struct occl_ll_state {
+    bool begun;          /* seq and fp are set */
+    bool posted;         /* this rank's input is in its box */
+    occl_fp fp;          /* the call's fingerprint (comm->fp moves on to later calls) */
+    uint64_t seq;        /* the call's sequence number on the communicator */
+    uint64_t give_up_ns; /* 0, or when to return occlInProgress (posted or not) */
+    int missing;         /* the first peer whose box was not posted at the last look */
+    uint64_t seen[OCCL_LL_MAX_RANKS / 64]; /* peers whose box was found holding the call */
+} occl_ll_state;
+size_t occl_ll_area_offset(int nranks); /* in a control block of nranks */
+size_t occl_ll_area_bytes(void);
+void occl_ll_init(occl_ctrl *c, int nranks); /* a control block just zeroed */
+/* Reads OCCL_LL_MAX_BYTES and OCCL_CALLER_WAIT_US; false with the reason in error. */
+bool occl_ll_settings(char *error, size_t size);
+uint64_t occl_caller_wait_ns(void);
+/* Whether call c takes the low-latency path: the same answer on every rank
+ * of a matching call. */
+bool occl_ll_eligible(const occl_call *c);
+/* Run (or, with st->posted, resume) call c on the low-latency path;
+ * occlInProgress when st->give_up_ns came first. */
+occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st);
+/* Whether peer j of this node cannot be on its way to collective `mine`
+ * (fingerprint.c). */
+occlResult_t occl_fp_check_ll(occlComm_t comm, int j, const occl_fp *mine);
 
 /* Run one call now (on the device's worker, in stream order). */
 occlResult_t occl_run_call(occl_call *call);
@@ -437,6 +484,8 @@ typedef enum {
     OCCL_NUM_ALGOS
 } occl_algo;
 occl_algo occl_plan(const occl_call *call);
+/* Whether OCCL_ALGO chooses the algorithms of collective c. */
+bool occl_algo_restricted(occl_coll c);
 size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk */
 #define OCCL_BROADCAST_CHUNK ((size_t)4 << 20) /* Broadcast's pipeline chunk */
 

@@ -130,7 +130,7 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
         if (same_node(comm, x->peer)) {
             if (comm->check_calls && x->p2p) { /* for a peer that may wait for us */
                 occl_slot *a = ack_slot(comm->ctrl, comm->nranks, x->peer);
-                a->fp.cur = *x->fp;
+                a->fp = occl_fp_carried(comm, x->fp); /* prev: the collective it follows */
                 atomic_store_explicit(&a->wait_seq, x->seq, memory_order_release);
             }
             x->state = XFER_WAIT;

@@ -105,6 +105,12 @@ const char *occl_algo_setting_error(void)
     return algo_error[0] ? algo_error : NULL;
 }
 
+bool occl_algo_restricted(occl_coll c)
+{
+    pthread_once(&parse_once, parse_env);
+    return allowed[c] != (1u << OCCL_NUM_ALGOS) - 1;
+}
+
 /* Hop costs: a wake-up and a copy within a node, an MPI message between
  * nodes (both measured on the project's 2-core machines). */
 #define ALPHA_NODE_US 15.0

@@ -130,7 +130,7 @@ static void usage(FILE *f)
             "For torch.distributed's env:// (dist.init_process_group(\"occl\")), every\n"
             "rank gets MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port) unless set,\n"
             "WORLD_SIZE=RANKS, and its own RANK, LOCAL_RANK and LOCAL_WORLD_SIZE.\n"
-            "ORRUN_MPIEXEC names the mpiexec to run (default: mpiexec on PATH).\n"
+            "ORRUN_MPIEXEC names the mpiexec to run (default: MPICH's, " OR_MPIEXEC ").\n"
             "\n"
             "Exit status: mpiexec's; 2 on a bad command line, 127 if mpiexec is not found,\n"
             "126 if it cannot be run.\n",
@@ -347,10 +347,16 @@ static char *find_program(const char *name)
     }
 }
 
+/* MPICH's mpiexec, by the path configure found (plain 'mpiexec' on PATH
+ * may be Open MPI's, whose ranks the runtime cannot join). */
+#ifndef OR_MPIEXEC
+#define OR_MPIEXEC "mpiexec"
+#endif
+
 static const char *mpiexec_name(void)
 {
     const char *name = getenv("ORRUN_MPIEXEC");
-    return name && *name ? name : "mpiexec";
+    return name && *name ? name : OR_MPIEXEC;
 }
 
 /* A word as a shell would need it, so the printed command can be pasted. */
@@ -877,8 +883,8 @@ int main(int argc, char **argv)
         if (getenv("ORRUN_MPIEXEC") && *getenv("ORRUN_MPIEXEC"))
             fprintf(stderr, "orrun: ORRUN_MPIEXEC=%s: no such executable\n", mpiexec);
         else
-            fprintf(stderr, "orrun: mpiexec not found on PATH (install MPICH, or set "
-                            "ORRUN_MPIEXEC to its path)\n");
+            fprintf(stderr, "orrun: %s not found (install MPICH, or set ORRUN_MPIEXEC to "
+                            "its path)\n", mpiexec);
         free(self);
         return 127;
     }

@@ -99,3 +99,32 @@ give --with-torch=PYTHON for a Python that has them, or --without-torch to build
   AC_SUBST([TORCH_PYTHON])
   AM_CONDITIONAL([HAVE_TORCH], [test "x$have_torch" = xyes])
 ])
+
+# MPICH, explicitly: Debian's mpicc and mpiexec are alternatives that
+# installing Open MPI (for the baselines) switches to Open MPI. The build
+# uses MPICH's compiler wrapper (checked by its mpi.h), the tests and orrun
+# MPICH's Hydra mpiexec (MPIEXEC, checked by its --version). Open MPI's
+# mpicc.openmpi and mpirun.openmpi, if present, build and run the Open MPI
+# baseline of the benchmarks (OMPI_CC, OMPI_RUN).
+AC_DEFUN([OR_CHECK_MPICH], [
+  AC_ARG_VAR([MPIEXEC], [MPICH's mpiexec (Hydra), for the tests and orrun (default: mpiexec.mpich)])
+  AS_IF([test -z "$MPIEXEC"], [AC_PATH_PROGS([MPIEXEC], [mpiexec.mpich mpiexec.hydra mpiexec])])
+  AS_IF([test -z "$MPIEXEC"],
+        [AC_MSG_ERROR([MPICH's mpiexec is not found: install Debian's mpich (scripts/setup.sh does)])])
+  AC_MSG_CHECKING([whether $MPIEXEC is MPICH's Hydra])
+  AS_IF([$MPIEXEC --version 2>&1 | grep -q HYDRA],
+        [AC_MSG_RESULT([yes])],
+        [AC_MSG_RESULT([no])
+         AC_MSG_ERROR([$MPIEXEC is not MPICH's mpiexec (Hydra): set MPIEXEC=/usr/bin/mpiexec.mpich])])
+  AC_MSG_CHECKING([whether $CC compiles against MPICH])
+  AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <mpi.h>
+#ifndef MPICH_VERSION
+#error the compiler's mpi.h is not MPICH's
+#endif]], [[return MPI_Init(0, 0);]])],
+        [AC_MSG_RESULT([yes])],
+        [AC_MSG_RESULT([no])
+         AC_MSG_ERROR([$CC does not compile against MPICH's mpi.h (Open MPI's mpicc?): set CC=mpicc.mpich])])
+  AC_PATH_PROGS([OMPI_CC], [mpicc.openmpi])
+  AC_PATH_PROGS([OMPI_RUN], [mpirun.openmpi])
+  AM_CONDITIONAL([HAVE_OPENMPI], [test -n "$OMPI_CC" && test -n "$OMPI_RUN"])
+])

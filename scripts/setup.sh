@@ -17,6 +17,10 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
     build-essential autoconf automake libtool pkg-config
     mpich libmpich-dev
+    # Open MPI: the baseline of occl_perf --ompi only. Installing it points
+    # Debian's mpicc/mpiexec alternatives at it; configure and the tests use
+    # MPICH by its own names (mpicc.mpich, mpiexec.mpich) all the same.
+    openmpi-bin libopenmpi-dev
     libhwloc-dev hwloc
     libcriterion-dev
     libxml2-dev

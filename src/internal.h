@@ -133,7 +133,12 @@ struct or_stream {
     /* Readable without the lock. */
     _Atomic uint64_t enq_seq;
     _Atomic uint64_t done_seq;
-    or_notifier done; /* signalled (under dev->lock) when done_seq moves */
+    or_notifier done; /* signalled (under dev->lock) when done_seq reaches wake_seq */
+    /* The lowest done_seq a sleeping waiter waits for (UINT64_MAX: none).
+     * A host thread in orStreamSynchronize behind a thousand queued calls is
+     * woken once, not at every op: each wake-up takes a core from the
+     * threads doing the work. */
+    _Atomic uint64_t wake_seq;
     /* First failure of an op that ran after its call returned (a remote copy
      * the owner refused); the next synchronization reports and clears it. */
     _Atomic int async_error;

@@ -23,6 +23,7 @@ void or_stream_init(or_stream *s, or_device *dev, int priority, unsigned flags)
     s->dev = dev;
     s->priority = priority;
     s->flags = flags;
+    atomic_init(&s->wake_seq, UINT64_MAX);
     pthread_mutex_lock(&dev->lock);
     s->next = dev->streams;
     if (dev->streams)
@@ -73,8 +74,21 @@ static void pop_head_locked(or_stream *s, or_op *op)
     s->head = op->next;
     if (!s->head)
         s->tail = NULL;
-    atomic_store(&s->done_seq, op->seq);
-    or_notifier_signal(&s->done);
+    atomic_store(&s->done_seq, op->seq); /* sequentially consistent: see want_wake */
+    if (op->seq >= atomic_load(&s->wake_seq)) {
+        atomic_store(&s->wake_seq, UINT64_MAX); /* the woken re-register what they still need */
+        or_notifier_signal(&s->done);
+    }
+}
+
+/* A waiter asks to be woken when done_seq reaches seq; it registers before
+ * each look at done_seq and pop_head_locked stores done_seq before it reads
+ * wake_seq, so one of the two sees the other. */
+static void want_wake(or_stream *s, uint64_t seq)
+{
+    uint64_t cur = atomic_load(&s->wake_seq);
+    while (seq < cur && !atomic_compare_exchange_weak(&s->wake_seq, &cur, seq))
+        ;
 }
 
 /* Resolve satisfied event waits at the head, then queue the stream if its
@@ -204,6 +218,7 @@ typedef struct {
 static bool seq_reached(void *arg)
 {
     seq_wait *w = arg;
+    want_wake(w->s, w->seq);
     return atomic_load(&w->s->done_seq) >= w->seq;
 }
 
@@ -567,6 +582,7 @@ orError_t orStreamGetPriority(orStream_t stream, int *priority)
 static bool stream_drained(void *arg)
 {
     or_stream *s = arg;
+    want_wake(s, atomic_load(&s->enq_seq));
     return atomic_load(&s->done_seq) >= atomic_load(&s->enq_seq);
 }
 

@@ -33,6 +33,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -650,7 +652,7 @@ static void print_result(const result *r)
 }
 
 /* The columns of the placements run (PLACE_* bits), in the order run. */
-static void print_table_header(bool with_mpi, unsigned place)
+static void print_table_header(bool with_mpi, bool with_ompi, unsigned place)
 {
     /* Titles over the groups of four columns (33 characters each). */
     enum { GROUP = 33 };
@@ -663,8 +665,12 @@ static void print_table_header(bool with_mpi, unsigned place)
         memcpy(titles + GROUP * groups++ + 10, "in-place", 8);
     int end = GROUP * groups - 5;
     if (with_mpi) {
-        memcpy(titles + end + 4, "MPICH", 5);
-        end += 9;
+        memcpy(titles + end + 12, "MPICH", 5);
+        end += 27;
+    }
+    if (with_ompi) {
+        memcpy(titles + end + 10, "Open MPI", 8);
+        end += 27;
     }
     titles[end] = '\0';
     printf("#\n# %10s  %12s  %8s  %6s  %6s%s\n", "", "", "", "", "", titles);
@@ -673,12 +679,14 @@ static void print_table_header(bool with_mpi, unsigned place)
         if (place & p)
             printf("  %7s  %6s  %6s  %6s", virtual_time ? "vtime" : "time", "algbw", "busbw",
                    "#wrong");
-    printf("%s\n", with_mpi ? "   busbw  occl/mpi" : "");
+    printf("%s%s\n", with_mpi ? "     time   busbw  occl/mpi" : "",
+           with_ompi ? "     time   busbw occl/ompi" : "");
     printf("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
     for (unsigned p = PLACE_OUT; p <= PLACE_IN; p <<= 1)
         if (place & p)
             printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
-    printf("%s\n", with_mpi ? "  (GB/s)         x" : "");
+    printf("%s%s\n", with_mpi ? "     (us)  (GB/s)         x" : "",
+           with_ompi ? "     (us)  (GB/s)         x" : "");
 }
 
 /* One line per rank: process, device, device name and cores. */
@@ -726,15 +734,144 @@ typedef struct options {
     int iters, warmup, check, root, ngpus;
     int type, op; /* index, or -1 for all */
     bool mpi;
+    bool ompi; /* --ompi: Open MPI's collective, in its own job, same run */
     unsigned place; /* PLACE_OUT | PLACE_IN: what is run and allocated */
 } options;
+
+/* ---- the Open MPI baseline ------------------------------------------------------ */
+
+/* --ompi: process 0 runs Open MPI's own job of as many ranks on the same
+ * cores (mpirun.openmpi --oversubscribe, mpi_coll_perf built with
+ * mpicc.openmpi) before OCCL's rows, and keeps its time per size; the other
+ * processes wait without spinning meanwhile, so the job is alone. */
+static double *ompi_us; /* per row, in the order of the sizes; < 0: none */
+static int ompi_rows;
+
+static void sleeping_barrier(void)
+{
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    for (int done = 0;;) {
+        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done)
+            break;
+        usleep(1000);
+    }
+}
+
+/* The companion: OCCL_PERF_OMPI, else next to this program (or its
+ * libtool wrapper's directory). */
+static bool companion_path(char *out, size_t len)
+{
+    const char *env = getenv("OCCL_PERF_OMPI");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return access(out, X_OK) == 0;
+    }
+    char self[2048];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return false;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    static const char *const where[] = {"%s/mpi_coll_perf.openmpi", "%s/../mpi_coll_perf.openmpi"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(out, len, where[k], self);
+        if (access(out, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Returns false with the reason in err (process 0). */
+static bool run_ompi(const options *o, const char *coll, int nranks, int root, char *err, size_t errlen)
+{
+    char prog[4096];
+    if (!companion_path(prog, sizeof prog)) {
+        snprintf(err, errlen, "--ompi: mpi_coll_perf.openmpi not found (build with Open MPI "
+                              "installed, or set OCCL_PERF_OMPI)");
+        return false;
+    }
+    const char *run = getenv("OCCL_PERF_OMPI_RUN");
+    run = run && *run ? run : "mpirun.openmpi";
+    char n[16], lo[32], hi[32], f[32], it[16], wu[16], rt[16];
+    snprintf(n, sizeof n, "%d", nranks);
+    snprintf(lo, sizeof lo, "%zu", o->minbytes);
+    snprintf(hi, sizeof hi, "%zu", o->maxbytes);
+    snprintf(f, sizeof f, "%ld", o->stepfactor > 1 ? o->stepfactor : 2);
+    snprintf(it, sizeof it, "%d", o->iters);
+    snprintf(wu, sizeof wu, "%d", o->warmup);
+    snprintf(rt, sizeof rt, "%d", root < 0 ? 0 : root);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(err, errlen, "--ompi: pipe: %s", strerror(errno));
+        return false;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        /* Open MPI's job gets every core, not this rank's binding, and none
+         * of MPICH's launcher variables. */
+        cpu_set_t all;
+        CPU_ZERO(&all);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            CPU_SET(c, &all);
+        sched_setaffinity(0, sizeof all, &all);
+        static const char *const drop[] = {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMI_ID",
+                                           "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD",
+                                           "PMI_HOSTNAME", "HYDRA_LAUNCHER_EXTRA_ARGS"};
+        for (size_t k = 0; k < sizeof drop / sizeof *drop; k++)
+            unsetenv(drop[k]);
+        execlp(run, run, "--allow-run-as-root", "--oversubscribe", "-n", n, prog, coll, lo, hi, f,
+               it, wu, rt, (char *)NULL);
+        fprintf(stderr, "occl_perf: --ompi: cannot run %s: %s\n", run, strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        snprintf(err, errlen, "--ompi: fork: %s", strerror(errno));
+        return false;
+    }
+    FILE *in = fdopen(fds[0], "r");
+    char line[256];
+    int cap = 0;
+    while (in && fgets(line, sizeof line, in)) {
+        double bytes, us;
+        if (sscanf(line, "%lf %lf", &bytes, &us) != 2)
+            continue;
+        if (ompi_rows == cap) {
+            cap = cap ? 2 * cap : 32;
+            ompi_us = realloc(ompi_us, (size_t)cap * sizeof *ompi_us);
+            if (!ompi_us)
+                die(__FILE__, __LINE__, "out of host memory", "");
+        }
+        ompi_us[ompi_rows++] = us;
+    }
+    if (in)
+        fclose(in);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || ompi_rows == 0) {
+        snprintf(err, errlen, "--ompi: %s -n %s %.300s failed (status %d, %d rows)", run, n, prog,
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, ompi_rows);
+        return false;
+    }
+    return true;
+}
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: occl_perf --coll NAME [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes]\n"
             "                 [-n iters] [-w warmup_iters] [-c 0|1] [-o op] [-d datatype]\n"
-            "                 [-r root] [-g devices] [--place out|in|both] [--mpi] [-h]\n"
+            "                 [-r root] [-g devices] [--place out|in|both] [--mpi] [--ompi] [-h]\n"
             "Runs under mpiexec or orrun; every process hosts -g devices, each a rank.\n"
             "  --coll NAME            allreduce, broadcast, reduce, allgather, reducescatter,\n"
             "                         alltoall, gather, scatter or sendrecv\n"
@@ -754,6 +891,9 @@ static void usage(FILE *f)
             "  --place out|in|both    run out of place, in place or both (default both); in\n"
             "                         place allocates only the receive buffer\n"
             "  --mpi                  also time MPICH's matching call on host buffers (-g 1)\n"
+            "  --ompi                 also time Open MPI's (mpi_coll_perf.openmpi under\n"
+            "                         mpirun.openmpi --oversubscribe, as many ranks, before\n"
+            "                         OCCL's rows; float sum, -f sizes)\n"
             "  -h,--help              this help\n");
 }
 
@@ -779,7 +919,7 @@ static int lookup(const char *s, const char *const *names, int n)
 /* 0: run; 1: help asked; 2: bad command line (why in err). */
 static int parse_args(int argc, char **argv, options *o, char *err, size_t errlen)
 {
-    enum { OPT_COLL = 256, OPT_MPI, OPT_PLACE };
+    enum { OPT_COLL = 256, OPT_MPI, OPT_PLACE, OPT_OMPI };
     static const struct option longopts[] = {
         {"coll", required_argument, 0, OPT_COLL},   {"mpi", no_argument, 0, OPT_MPI},
         {"minbytes", required_argument, 0, 'b'},    {"maxbytes", required_argument, 0, 'e'},
@@ -788,7 +928,7 @@ static int parse_args(int argc, char **argv, options *o, char *err, size_t errle
         {"check", required_argument, 0, 'c'},       {"op", required_argument, 0, 'o'},
         {"datatype", required_argument, 0, 'd'},    {"root", required_argument, 0, 'r'},
         {"ngpus", required_argument, 0, 'g'},       {"help", no_argument, 0, 'h'},
-        {"place", required_argument, 0, OPT_PLACE},
+        {"place", required_argument, 0, OPT_PLACE}, {"ompi", no_argument, 0, OPT_OMPI},
         {0, 0, 0, 0}};
     *o = (options){.coll = -1, .minbytes = 32 * MiB, .maxbytes = 32 * MiB, .stepbytes = MiB,
                    .stepfactor = 1, .iters = 20, .warmup = 5, .check = 1, .root = 0,
@@ -811,6 +951,7 @@ static int parse_args(int argc, char **argv, options *o, char *err, size_t errle
             break;
         }
         case OPT_MPI: o->mpi = true; break;
+        case OPT_OMPI: o->ompi = true; break;
         case OPT_PLACE:
             o->place = 0;
             for (unsigned k = PLACE_OUT; k <= PLACE_BOTH; k++)
@@ -955,6 +1096,14 @@ int main(int argc, char **argv)
                                       "OPENREG_TIME=virtual");
         else if (o.mpi && !have_mpi)
             snprintf(err, sizeof err, "--mpi needs an MPI job: run under orrun or mpiexec");
+        else if (o.ompi && virtual_time)
+            snprintf(err, sizeof err, "--ompi times Open MPI by the host's clock: not with "
+                                      "OPENREG_TIME=virtual");
+        else if (o.ompi && (o.type < 0 || types[o.type].kind != K_FLOAT || types[o.type].size != 4 ||
+                            o.op < 0 || ops[o.op].op != occlSum))
+            snprintf(err, sizeof err, "--ompi times float sum only (-d float -o sum)");
+        else if (o.ompi && o.stepfactor < 2 && o.minbytes != o.maxbytes)
+            snprintf(err, sizeof err, "--ompi steps sizes by a factor: give -f 2 or more");
         if (err[0])
             status = 2;
     }
@@ -965,6 +1114,22 @@ int main(int argc, char **argv)
             usage(status == 1 ? stdout : stderr);
         }
         return status == 1 ? 0 : 2;
+    }
+    if (o.ompi) {
+        int ok = 1;
+        char oerr[512] = "";
+        if (my_proc == 0)
+            ok = run_ompi(&o, colls[o.coll].name, nprocs * o.ngpus, colls[o.coll].rooted ? o.root : -1,
+                          oerr, sizeof oerr);
+        if (have_mpi) {
+            sleeping_barrier();
+            MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        }
+        if (!ok) {
+            if (my_proc == 0)
+                fprintf(stderr, "occl_perf: %s\n", oerr);
+            return 1;
+        }
     }
 
     bench b = {.coll = (coll_t)o.coll, .g = o.ngpus,
@@ -1037,6 +1202,10 @@ int main(int argc, char **argv)
                 printf("# MPI: half and bfloat16 are timed as MPI_UINT16_T (MPI has no 16-bit "
                        "float)\n");
         }
+        if (o.ompi)
+            printf("# Open MPI: its own job of %d ranks (mpi_coll_perf.openmpi, mpirun.openmpi "
+                   "--oversubscribe) on malloc'd host buffers, run before OCCL's rows; "
+                   "x = Open MPI time / OCCL time\n", b.nranks);
         if (virtual_time)
             printf("# virtual time (OPENREG_TIME=virtual): time, algbw and busbw are the modelled "
                    "machine's (%s profile); the data is still moved and checked\n",
@@ -1045,10 +1214,10 @@ int main(int argc, char **argv)
     }
     print_devices(&b);
     if (my_proc == 0)
-        print_table_header(o.mpi, o.place);
+        print_table_header(o.mpi, o.ompi, o.place);
 
     double bw_sum = 0, mpi_bw_sum = 0;
-    int bw_rows = 0, mpi_rows = 0;
+    int bw_rows = 0, mpi_rows = 0, row = 0;
     long long wrong_total = 0;
     int t_lo = o.type < 0 ? 0 : o.type, t_hi = o.type < 0 ? NTYPES - 1 : o.type;
     int o_lo = o.op < 0 ? 0 : o.op, o_hi = o.op < 0 ? NOPS - 1 : o.op;
@@ -1071,10 +1240,10 @@ int main(int argc, char **argv)
                     if (r[ip].wrong > 0)
                         wrong_total += r[ip].wrong;
                 }
-                double mpi_bw = 0;
+                double mpi_bw = 0, mt = 0;
                 bool mpi_ok = false;
                 if (o.mpi) {
-                    double mt = bench_mpi(&b, t, op, &s, hs, hr);
+                    mt = bench_mpi(&b, t, op, &s, hs, hr);
                     mpi_ok = mt > 0;
                     if (mpi_ok) {
                         mpi_bw = (double)bytes / mt / 1e9 * bus_factor(b.coll, b.nranks);
@@ -1089,14 +1258,24 @@ int main(int argc, char **argv)
                         if (o.place & (ip ? PLACE_IN : PLACE_OUT))
                             print_result(&r[ip]);
                     const result *vs = &r[o.place & PLACE_OUT ? 0 : 1]; /* what x compares */
+                    char tm[32];
                     if (o.mpi && !mpi_ok)
-                        printf("  %6s  %8s", "N/A", "N/A");
-                    else if (o.mpi && mpi_bw > 0)
-                        printf("  %6.2f  %8.2f", mpi_bw, vs->busbw / mpi_bw);
-                    else if (o.mpi)
-                        printf("  %6.2f  %8s", mpi_bw, "N/A"); /* nothing moved */
+                        printf("  %7s  %6s  %8s", "N/A", "N/A", "N/A");
+                    else if (o.mpi) { /* x: OCCL's busbw over MPI's = MPI's time over OCCL's */
+                        format_time(tm, sizeof tm, mt * 1e6);
+                        printf("  %7s  %6.2f  %8.2f", tm, mpi_bw, mt / vs->time_s);
+                    }
+                    if (o.ompi && row < ompi_rows) {
+                        double ot = ompi_us[row] * 1e-6;
+                        format_time(tm, sizeof tm, ompi_us[row]);
+                        printf("  %7s  %6.2f  %8.2f", tm, (double)bytes / ot / 1e9 * bus_factor(b.coll, b.nranks),
+                               ot / vs->time_s);
+                    } else if (o.ompi) {
+                        printf("  %7s  %6s  %8s", "N/A", "N/A", "N/A");
+                    }
                     printf("\n");
                 }
+                row++;
                 if (o.stepfactor > 1) {
                     if (size > o.maxbytes / (size_t)o.stepfactor)
                         break;
@@ -1109,6 +1288,9 @@ int main(int argc, char **argv)
             }
         }
     if (my_proc == 0) {
+        char load[64];
+        perf_load_average(load, sizeof load);
+        printf("# Load average at the end: %s\n", load);
         printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         if (o.mpi)
             printf("# Avg MPI bus bandwidth: %g\n", mpi_rows ? mpi_bw_sum / mpi_rows : 0.0);

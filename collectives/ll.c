@@ -1,0 +1,409 @@
+/*
+ * collectives/ll.c - the low-latency path: small collectives of a
+ * communicator whose ranks all share one node.
+ *
+ * As NCCL's LL protocol sends data with its flag in the same store, a rank
+ * here copies its whole input into a box of its control block with the
+ * call's sequence number written last, and goes on: no acknowledgement, no
+ * handshake per pair. Every rank that needs that input (all of them for an
+ * AllReduce, the root for a Reduce or Gather, ...) reads the boxes it needs
+ * once they carry the call's number, and finishes the call on its own, in
+ * one step: an n-way reduction in rank order, so every rank computes the
+ * same bits.
+ *
+ * Each rank has two boxes, used by alternate calls. Before it refills the
+ * box of call s-2, a rank checks that every peer has read it: each rank
+ * publishes the last call it has finished reading for (`done`). In an
+ * AllReduce that holds already (a peer that posted call s-1 had finished
+ * s-2); in a Broadcast loop the root may wait for it.
+ *
+ * The box carries the call's fingerprint, so a mismatched call fails as on
+ * the other paths; a peer found in another path's call under the same
+ * sequence number, or in a Send or Recv where this rank runs a collective,
+ * is named the same way (fingerprint.c).
+ *
+ * Waiting adapts to the cores: with a core per rank of the node, a short
+ * spin catches a peer that is about to post; with more ranks than cores
+ * the spin would only keep the peer off the core, so the wait yields at
+ * once. Either way it sleeps on the doorbell after a while, so a long wait
+ * costs the ranks that compute nothing (tests/mpi/occl_fairness.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
+#include "occl_internal.h"
+
+/* One rank's input to one call. */
+typedef struct occl_ll_box {
+    _Alignas(64) _Atomic uint64_t seq; /* the call whose input data holds; written last */
+    /* Its fingerprint and the one of the collective before it: a call in
+     * which no rank reads another's box (a Broadcast's root against a
+     * Reduce's leaf) is found mismatched at the next call that reads. */
+    occl_fp_pair fp;
+    uint64_t bytes;
+    _Alignas(64) unsigned char data[OCCL_LL_BOX_BYTES];
+} occl_ll_box;
+
+struct occl_ll_area {
+    _Alignas(64) _Atomic uint64_t done; /* the last call this rank has read its peers' boxes for */
+    /* Whom this rank sleeps for: the rank whose box it needs next, WAIT_FREE
+     * (any peer's done moving), or WAIT_NONE. A poster wakes only the
+     * readers that sleep for it: the others would look and sleep again. */
+    _Atomic int32_t sleeps_for;
+    occl_ll_box box[2];
+};
+
+enum { WAIT_NONE = -1, WAIT_FREE = -2 };
+
+size_t occl_ll_area_offset(int nranks)
+{
+    size_t off = sizeof(occl_ctrl) + 2 * (size_t)nranks * sizeof(occl_slot);
+    return (off + 63) & ~(size_t)63;
+}
+
+size_t occl_ll_area_bytes(void) { return sizeof(occl_ll_area); }
+
+static occl_ll_area *area_of(occl_ctrl *c, int nranks)
+{
+    return (occl_ll_area *)((unsigned char *)c + occl_ll_area_offset(nranks));
+}
+
+void occl_ll_init(occl_ctrl *c, int nranks) { atomic_store(&area_of(c, nranks)->sleeps_for, WAIT_NONE); }
+
+/* ---- settings ------------------------------------------------------------------ */
+
+static size_t ll_max_bytes = OCCL_LL_DEFAULT_BYTES;  /* OCCL_LL_MAX_BYTES */
+static uint64_t caller_wait_ns = OCCL_CALLER_WAIT_DEFAULT_US * 1000u; /* OCCL_CALLER_WAIT_US */
+
+static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || errno || *end || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool occl_ll_settings(char *error, size_t size)
+{
+    const char *env = getenv("OCCL_LL_MAX_BYTES");
+    unsigned long long v;
+    if (env) {
+        if (!parse_uint(env, OCCL_LL_BOX_BYTES, &v)) {
+            snprintf(error, size, "OCCL_LL_MAX_BYTES='%.40s' is not valid: expected bytes from 0 "
+                                  "(the low-latency path off) to %d", env, OCCL_LL_BOX_BYTES);
+            return false;
+        }
+        ll_max_bytes = (size_t)v;
+    }
+    env = getenv("OCCL_CALLER_WAIT_US");
+    if (env) {
+        if (!parse_uint(env, 1000000, &v)) {
+            snprintf(error, size, "OCCL_CALLER_WAIT_US='%.40s' is not valid: expected microseconds "
+                                  "from 0 (never run a call on the calling thread) to 1000000", env);
+            return false;
+        }
+        caller_wait_ns = v * 1000u;
+    }
+    return true;
+}
+
+uint64_t occl_caller_wait_ns(void) { return caller_wait_ns; }
+
+/* ---- roles ---------------------------------------------------------------------- */
+
+/* The bytes rank `rank` posts for call c (0: it posts nothing). */
+static size_t posted_bytes(const occl_call *c, int rank)
+{
+    size_t b = c->count * occl_type_size(c->type), n = (size_t)c->comm->nranks;
+    switch (c->coll) {
+    case OCCL_COLL_ALLREDUCE:
+    case OCCL_COLL_REDUCE:
+    case OCCL_COLL_ALLGATHER:
+    case OCCL_COLL_GATHER: return b;
+    case OCCL_COLL_REDUCESCATTER:
+    case OCCL_COLL_ALLTOALL: return n > SIZE_MAX / b ? SIZE_MAX : n * b;
+    case OCCL_COLL_BROADCAST: return rank == c->root ? b : 0;
+    case OCCL_COLL_SCATTER: return rank == c->root ? (n > SIZE_MAX / b ? SIZE_MAX : n * b) : 0;
+    default: return SIZE_MAX;
+    }
+}
+
+/* Whether rank `me` reads rank j's box in call c. */
+static bool reads(const occl_call *c, int me, int j)
+{
+    if (j == me)
+        return false;
+    switch (c->coll) {
+    case OCCL_COLL_REDUCE:
+    case OCCL_COLL_GATHER: return me == c->root;
+    case OCCL_COLL_BROADCAST:
+    case OCCL_COLL_SCATTER: return j == c->root;
+    default: return true;
+    }
+}
+
+bool occl_ll_eligible(const occl_call *c)
+{
+    occlComm_t comm = c->comm;
+    if (c->coll >= OCCL_COLL_SEND || comm->network || comm->nranks < 2 || !c->count ||
+        occl_algo_restricted(c->coll))
+        return false;
+    /* The largest post of any rank: the same decision on every rank. */
+    size_t most = c->coll == OCCL_COLL_BROADCAST || c->coll == OCCL_COLL_SCATTER
+                      ? posted_bytes(c, c->root)
+                      : posted_bytes(c, comm->rank);
+    return most <= ll_max_bytes;
+}
+
+/* ---- waiting ---------------------------------------------------------------------- */
+
+/* Wake peer j if it sleeps for `whom` (a rank, or WAIT_FREE). The sleeper
+ * stores sleeps_for before its last look, the poster stores before it reads
+ * sleeps_for (both sequentially consistent): one of them sees the other. */
+static void wake_if(occlComm_t comm, int j, int32_t whom)
+{
+    occl_ctrl *c = comm->peers[j].ctrl;
+    if (atomic_load(&area_of(c, comm->nranks)->sleeps_for) == whom)
+        occl_ring_bell(c);
+}
+
+typedef bool (*ready_fn)(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err);
+
+/* How long a waiter spins (with a core of its own) and then yields before it
+ * sleeps; with more ranks than cores it yields briefly only: a yield may
+ * hand the core straight back (the scheduler keeps it fair over a time
+ * slice, not per call), and a sleeper is woken by the poster at once. */
+enum { SPIN_NS = 20000, YIELD_NS = 100000, OVERSUBSCRIBED_YIELD_NS = 30000, CHECK_NS = 1000000 };
+
+/* Until ready() says so, fails, or the deadline, an abort or the caller's
+ * give-up comes. Before it sleeps a rank says for whom (sleeps_for): for
+ * the first peer whose box it still needs (ready() leaves it in
+ * st->missing), or for its peers to finish reading (box_free). */
+static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_state *st, ready_fn ready,
+                               bool check_peers)
+{
+    occlResult_t err = occlSuccess;
+    if (ready(comm, c, st, &err) || err != occlSuccess)
+        return err;
+    occl_ctrl *me = comm->ctrl;
+    occl_ll_area *area = area_of(me, comm->nranks);
+    uint64_t start = or_now_ns(), deadline = 0, next_check = start + CHECK_NS;
+    for (unsigned looks = 1;; looks++) {
+        uint32_t bell = atomic_load(&me->doorbell);
+        if (ready(comm, c, st, &err) || err != occlSuccess)
+            return err;
+        bool spinning = !comm->oversubscribed && (looks & 7) != 0;
+        uint64_t now = spinning ? start : or_now_ns();
+        if (st->give_up_ns && now >= st->give_up_ns)
+            return occlInProgress;
+        if (atomic_load(&comm->async_error) != occlSuccess)
+            return occl_fail(occlInvalidUsage, "the communicator was aborted");
+        if (spinning || (!comm->oversubscribed && now - start < SPIN_NS)) {
+            or_cpu_relax();
+            continue;
+        }
+        if (!deadline)
+            deadline = occl_deadline();
+        if (now >= next_check) {
+            next_check = now + CHECK_NS;
+            if (now >= deadline)
+                return occl_fail(occlTimeout, "rank %d: no progress with its peers within "
+                                              "OCCL_TIMEOUT_MS", comm->rank);
+            if (comm->check_calls) {
+                err = occl_notice_check(comm, false, false);
+                /* Any peer, read or not: one in a Send to this rank, or in
+                 * this call on another path, never posts what is awaited. */
+                for (int j = 0; check_peers && j < comm->nranks && err == occlSuccess; j++)
+                    if (j != comm->rank && !(st->seen[j / 64] >> (j % 64) & 1))
+                        err = occl_fp_check_ll(comm, j, &st->fp);
+                if (err != occlSuccess)
+                    return err;
+            }
+        }
+        static long dbg_y = -1; if (dbg_y < 0) { const char *e = getenv("OCCL_DBG_YIELD_US"); dbg_y = e ? atol(e) * 1000 : OVERSUBSCRIBED_YIELD_NS; }
+        if (now - start < (comm->oversubscribed ? (uint64_t)dbg_y : YIELD_NS)) {
+            sched_yield();
+            continue;
+        }
+        /* Sleep: said for whom first, then one more look (see wake_readers). */
+        int32_t whom = check_peers ? st->missing : WAIT_FREE;
+        atomic_store(&area->sleeps_for, whom);
+        atomic_fetch_add(&me->sleepers, 1);
+        /* If the first missing box came meanwhile, the next one's poster does
+         * not know about this sleep yet: say so first. */
+        if (!ready(comm, c, st, &err) && err == occlSuccess && (!check_peers || st->missing == whom)) {
+            uint64_t nap = next_check > now ? next_check - now : 0;
+            if (st->give_up_ns && st->give_up_ns - now < nap)
+                nap = st->give_up_ns > now ? st->give_up_ns - now : 0;
+            struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
+            syscall(SYS_futex, (uint32_t *)&me->doorbell, FUTEX_WAIT, bell, &ts, NULL, 0);
+        }
+        atomic_fetch_sub(&me->sleepers, 1);
+        atomic_store_explicit(&area->sleeps_for, WAIT_NONE, memory_order_relaxed);
+        if (err != occlSuccess)
+            return err;
+    }
+}
+
+/* Every peer has read this rank's box of the call two back. */
+static bool box_free(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err)
+{
+    (void)c;
+    (void)err;
+    uint64_t last = atomic_load_explicit(&area_of(comm->ctrl, comm->nranks)->box[st->seq & 1].seq,
+                                         memory_order_relaxed);
+    for (int j = 0; j < comm->nranks; j++)
+        if (j != comm->rank &&
+            atomic_load_explicit(&area_of(comm->peers[j].ctrl, comm->nranks)->done,
+                                 memory_order_acquire) < last)
+            return false;
+    return true;
+}
+
+/* Every box this rank reads holds the call (each checked once). */
+static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err)
+{
+    bool all = true;
+    for (int j = 0; j < comm->nranks; j++) {
+        if (!reads(c, comm->rank, j) || (st->seen[j / 64] >> (j % 64) & 1))
+            continue;
+        occl_ll_box *b = &area_of(comm->peers[j].ctrl, comm->nranks)->box[st->seq & 1];
+        if (atomic_load_explicit(&b->seq, memory_order_acquire) != st->seq) {
+            if (all)
+                st->missing = j;
+            all = false;
+            continue;
+        }
+        if (comm->check_calls) {
+            occl_fp_pair theirs = b->fp;
+            const occl_fp *before = &comm->past[theirs.prev.seq % OCCL_FP_PAST];
+            if (!occl_fp_match(&st->fp, &theirs.cur)) {
+                *err = occl_fp_mismatch(comm, j, &theirs.cur, &theirs.prev, &st->fp);
+                return false;
+            }
+            if (theirs.prev.seq && before->seq == theirs.prev.seq && !occl_fp_match(before, &theirs.prev)) {
+                *err = occl_fp_mismatch(comm, j, &theirs.prev, NULL, before);
+                return false;
+            }
+        }
+        st->seen[j / 64] |= 1ull << (j % 64);
+    }
+    return all;
+}
+
+/* ---- the call -------------------------------------------------------------------- */
+
+static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, uint64_t seq)
+{
+    return j == comm->rank ? c->sendbuff : area_of(comm->peers[j].ctrl, comm->nranks)->box[seq & 1].data;
+}
+
+static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
+{
+    int n = comm->nranks, me = comm->rank;
+    size_t es = occl_type_size(c->type), b = c->count * es;
+    unsigned char *recv = c->recvbuff;
+    bool reduces = c->coll == OCCL_COLL_ALLREDUCE || c->coll == OCCL_COLL_REDUCESCATTER ||
+                   (c->coll == OCCL_COLL_REDUCE && me == c->root);
+    if (reduces) {
+        const void *srcs[OCCL_LL_MAX_RANKS];
+        size_t off = c->coll == OCCL_COLL_REDUCESCATTER ? (size_t)me * b : 0;
+        for (int j = 0; j < n; j++)
+            srcs[j] = input_of(comm, c, j, seq) + off;
+        occl_redop op = c->op;
+        if (c->device_scalar) /* read now, as NCCL reads it in the kernel */
+            op = occl_redop_premulsum(c->device_scalar, c->type);
+        occl_reduce_n(recv, srcs, n, c->count, c->type, &op);
+        if (c->avg)
+            occl_finish_avg(recv, c->count, c->type, n);
+        return occlSuccess;
+    }
+    switch (c->coll) {
+    case OCCL_COLL_ALLGATHER:
+    case OCCL_COLL_GATHER:
+        if (c->coll == OCCL_COLL_GATHER && me != c->root)
+            break;
+        for (int j = 0; j < n; j++)
+            if (recv + (size_t)j * b != input_of(comm, c, j, seq))
+                memmove(recv + (size_t)j * b, input_of(comm, c, j, seq), b);
+        break;
+    case OCCL_COLL_ALLTOALL:
+        /* Own chunk last: in place, the others come from the boxes. */
+        for (int j = 0; j < n; j++)
+            if (j != me)
+                memcpy(recv + (size_t)j * b, input_of(comm, c, j, seq) + (size_t)me * b, b);
+        if (recv + (size_t)me * b != (const unsigned char *)c->sendbuff + (size_t)me * b)
+            memmove(recv + (size_t)me * b, (const unsigned char *)c->sendbuff + (size_t)me * b, b);
+        break;
+    case OCCL_COLL_BROADCAST:
+        if (recv != input_of(comm, c, c->root, seq))
+            memmove(recv, input_of(comm, c, c->root, seq), b);
+        break;
+    case OCCL_COLL_SCATTER: {
+        const unsigned char *src = input_of(comm, c, c->root, seq) + (size_t)me * b;
+        if (recv != src)
+            memmove(recv, src, b);
+        break;
+    }
+    default: break;
+    }
+    return occlSuccess;
+}
+
+occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
+{
+    occlComm_t comm = c->comm;
+    occl_ll_area *mine = area_of(comm->ctrl, comm->nranks);
+    occlResult_t res = occlSuccess;
+    if (!st->begun) {
+        if (comm->nranks > OCCL_LL_MAX_RANKS)
+            return occl_fail(occlInternalError, "low-latency path: more than %d ranks", OCCL_LL_MAX_RANKS);
+        st->fp = comm->fp;
+        st->seq = comm->fp.seq;
+        memset(st->seen, 0, sizeof st->seen);
+        st->begun = true;
+        OCCL_INFO("rank %d: %s of %zu x %s on %d ranks: low-latency path, on the %s thread", comm->rank,
+                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
+                  st->give_up_ns ? "calling" : "communicator's");
+        if (comm->noticed && (res = occl_notice_check(comm, false, false)) != occlSuccess)
+            return res;
+    }
+    if (!st->posted) {
+        size_t bytes = posted_bytes(c, comm->rank);
+        if (bytes) {
+            res = wait_until(comm, c, st, box_free, false);
+            if (res != occlSuccess)
+                return res; /* occlInProgress: nothing posted yet, tried again later */
+            occl_ll_box *box = &mine->box[st->seq & 1];
+            memcpy(box->data, c->sendbuff, bytes);
+            box->fp = occl_fp_carried(comm, &st->fp);
+            box->bytes = bytes;
+            atomic_store(&box->seq, st->seq); /* sequentially consistent: see wake() */
+            for (int j = 0; j < comm->nranks; j++)
+                if (reads(c, j, comm->rank))
+                    wake_if(comm, j, comm->rank);
+        }
+        st->posted = true;
+    }
+    res = wait_until(comm, c, st, boxes_posted, true);
+    if (res != occlSuccess)
+        return res;
+    res = finish(comm, c, st->seq);
+    atomic_store(&mine->done, st->seq); /* sequentially consistent: see wait_until */
+    for (int j = 0; j < comm->nranks; j++)
+        if (j != comm->rank)
+            wake_if(comm, j, WAIT_FREE);
+    return res;
+}

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sched.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -46,6 +47,8 @@ static uint8_t slots_used[OCCL_TAG_SLOTS + 1];
 /* ---- errors and logging ---------------------------------------------------- */
 
 occl_log_level occl_log_threshold = OCCL_LOG_WARN;
+unsigned occl_log_subsys = OCCL_SUBSYS_ALL;
+static FILE *log_file; /* OCCL_DEBUG_FILE's; stderr when NULL */
 static _Thread_local char thread_error[256];
 
 void occl_log(occl_log_level level, const char *fmt, ...)
@@ -55,7 +58,9 @@ void occl_log(occl_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "occl %s: %s\n", level == OCCL_LOG_WARN ? "WARN" : "INFO", line);
+    static const char *const names[] = {"NONE", "WARN", "INFO", "TRACE"};
+    /* One fprintf per line keeps lines of concurrent threads whole. */
+    fprintf(log_file ? log_file : stderr, "occl %s: %s\n", names[level], line);
 }
 
 occlResult_t occl_fail(occlResult_t res, const char *fmt, ...)
@@ -64,7 +69,9 @@ occlResult_t occl_fail(occlResult_t res, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(thread_error, sizeof thread_error, fmt, ap);
     va_end(ap);
-    OCCL_INFO("%s: %s", occlGetErrorString(res), thread_error);
+    /* A failure's reason, like a warning, whatever OCCL_DEBUG_SUBSYS selects. */
+    if (occl_log_threshold >= OCCL_LOG_INFO)
+        occl_log(OCCL_LOG_INFO, "%s: %s", occlGetErrorString(res), thread_error);
     return res;
 }
 
@@ -84,8 +91,13 @@ const char *occlGetErrorString(occlResult_t result)
     }
 }
 
+static const char *async_why(occlComm_t comm);
+
 const char *occlGetLastError(occlComm_t comm)
 {
+    const char *why = comm ? async_why(comm) : NULL;
+    if (why)
+        return why;
     if (comm && occl_comm_valid(comm) && comm->last_error[0])
         return comm->last_error;
     return thread_error;
@@ -101,6 +113,13 @@ occlResult_t occlGetVersion(int *version)
 
 /* ---- settings ---------------------------------------------------------------- */
 
+/* The settings' own INFO lines are of the ENV subsystem. */
+#define OCCL_INFO_ENV(...)                                                                   \
+    do {                                                                                     \
+        if (occl_log_threshold >= OCCL_LOG_INFO && (occl_log_subsys & OCCL_SUBSYS_ENV))      \
+            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                                            \
+    } while (0)
+
 /* The longest OCCL_TIMEOUT_MS, about 31.7 years: waits for ever in practice,
  * and 10^12 ms in ns stays below 2^63, so now + timeout overflows neither a
  * uint64_t deadline nor a signed one. */
@@ -110,10 +129,109 @@ occlResult_t occlGetVersion(int *version)
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static uint64_t timeout_ns = (uint64_t)TIMEOUT_MS_DEFAULT * 1000000u;
 static bool check_calls = true; /* OCCL_CHECK_CALLS: fingerprints (fingerprint.c) */
-static char settings_error[200]; /* empty: the settings are valid */
+static char settings_error[320]; /* empty: the settings are valid */
+
+/* OCCL_DEBUG_SUBSYS: NCCL's syntax, names separated by commas, a leading
+ * '^' for all but those. The mask, or -1 with an unknown name in *bad. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} subsys_names[] = {{"INIT", OCCL_SUBSYS_INIT},     {"COLL", OCCL_SUBSYS_COLL},
+                    {"P2P", OCCL_SUBSYS_P2P},       {"NET", OCCL_SUBSYS_NET},
+                    {"GRAPH", OCCL_SUBSYS_GRAPH},   {"TUNING", OCCL_SUBSYS_TUNING},
+                    {"ENV", OCCL_SUBSYS_ENV},       {"ALL", OCCL_SUBSYS_ALL}};
+
+long occl_parse_debug_subsys(const char *list, char *bad, size_t badlen)
+{
+    bool invert = list[0] == '^';
+    unsigned mask = 0;
+    for (const char *p = list + invert; *p;) {
+        size_t n = strcspn(p, ",");
+        size_t k = 0;
+        while (k < sizeof subsys_names / sizeof subsys_names[0] &&
+               !(strlen(subsys_names[k].name) == n && strncasecmp(p, subsys_names[k].name, n) == 0))
+            k++;
+        if (k == sizeof subsys_names / sizeof subsys_names[0]) {
+            snprintf(bad, badlen, "%.*s", (int)(n > 40 ? 40 : n), p);
+            return -1;
+        }
+        mask |= subsys_names[k].bit;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return invert ? (long)(OCCL_SUBSYS_ALL & ~mask) : (long)mask;
+}
+
+/* OCCL_DEBUG_FILE with NCCL's substitutions: %h the host name, %p the pid,
+ * %% a '%'; any other %x is kept as it is. 0, or -1 if the path is too long. */
+int occl_expand_debug_file(const char *pattern, char *out, size_t outlen)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    size_t o = 0;
+    for (const char *p = pattern; *p; p++) {
+        char piece[300];
+        if (*p != '%' || !p[1])
+            snprintf(piece, sizeof piece, "%c", *p);
+        else if (p[1] == 'h')
+            snprintf(piece, sizeof piece, "%s", host), p++;
+        else if (p[1] == 'p')
+            snprintf(piece, sizeof piece, "%d", (int)getpid()), p++;
+        else if (p[1] == '%')
+            snprintf(piece, sizeof piece, "%%"), p++;
+        else
+            snprintf(piece, sizeof piece, "%%%c", p[1]), p++;
+        size_t n = strlen(piece);
+        if (o + n >= outlen)
+            return -1;
+        memcpy(out + o, piece, n + 1);
+        o += n;
+    }
+    if (o == 0 && outlen)
+        out[0] = 0;
+    return 0;
+}
+
+static void debug_settings_read(void)
+{
+    const char *dbg = getenv("OCCL_DEBUG");
+    if (dbg && strcmp(dbg, "INFO") == 0)
+        occl_log_threshold = OCCL_LOG_INFO;
+    if (dbg && strcmp(dbg, "TRACE") == 0)
+        occl_log_threshold = OCCL_LOG_TRACE;
+    const char *env = getenv("OCCL_DEBUG_SUBSYS");
+    if (env) {
+        char bad[48];
+        long mask = occl_parse_debug_subsys(env, bad, sizeof bad);
+        if (mask < 0)
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_DEBUG_SUBSYS='%.40s' is not valid: unknown subsystem '%s' (known: INIT, "
+                     "COLL, P2P, NET, GRAPH, TUNING, ENV, ALL; '^' first for all but those)", env, bad);
+        else
+            occl_log_subsys = (unsigned)mask;
+    }
+    env = getenv("OCCL_DEBUG_FILE");
+    if (env && !settings_error[0]) {
+        char path[4096];
+        if (!*env || occl_expand_debug_file(env, path, sizeof path) != 0)
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_DEBUG_FILE='%.40s' is not valid: empty, or too long once expanded", env);
+        else if (!(log_file = fopen(path, "w")))
+            snprintf(settings_error, sizeof settings_error,
+                     "OCCL_DEBUG_FILE: cannot open '%.80s' for writing: %s", path, strerror(errno));
+        else
+            setvbuf(log_file, NULL, _IOLBF, 0); /* whole lines, as they come */
+    }
+}
 
 static void settings_read(void)
 {
+    debug_settings_read();
+    if (settings_error[0]) {
+        OCCL_WARN("%s", settings_error);
+        return;
+    }
     const char *env = getenv("OCCL_TIMEOUT_MS");
     if (env) {
         char *end;
@@ -125,8 +243,10 @@ static void settings_read(void)
                      "OCCL_TIMEOUT_MS='%.40s' is not valid: expected an integer from 1 to %lld "
                      "(milliseconds; the largest, about 31 years, waits for ever)",
                      env, TIMEOUT_MS_MAX);
-        else
+        else {
             timeout_ns = (uint64_t)ms * 1000000u;
+            OCCL_INFO_ENV("OCCL_TIMEOUT_MS set by environment to %lld", ms);
+        }
     }
     env = getenv("OCCL_CHECK_CALLS");
     if (env && !settings_error[0]) {
@@ -134,18 +254,20 @@ static void settings_read(void)
             snprintf(settings_error, sizeof settings_error,
                      "OCCL_CHECK_CALLS='%.40s' is not valid: expected 0 (calls unchecked) or 1 "
                      "(every call's fingerprint compared across its ranks, the default)", env);
-        else
+        else {
             check_calls = *env == '1';
+            OCCL_INFO_ENV("OCCL_CHECK_CALLS set by environment to %s", env);
+        }
     }
+    const char *algo_error = settings_error[0] ? NULL : occl_algo_setting_error();
+    if (algo_error)
+        snprintf(settings_error, sizeof settings_error, "%s", algo_error);
+    else if (!settings_error[0] && getenv("OCCL_ALGO"))
+        OCCL_INFO_ENV("OCCL_ALGO set by environment to %.80s", getenv("OCCL_ALGO"));
     if (!settings_error[0])
         occl_ll_settings(settings_error, sizeof settings_error);
     if (!settings_error[0])
         occl_proto_settings(settings_error, sizeof settings_error);
-    const char *dbg = getenv("OCCL_DEBUG");
-    if (dbg && strcmp(dbg, "INFO") == 0)
-        occl_log_threshold = OCCL_LOG_INFO;
-    if (dbg && strcmp(dbg, "TRACE") == 0)
-        occl_log_threshold = OCCL_LOG_TRACE;
     if (settings_error[0])
         OCCL_WARN("%s", settings_error); /* once: every call that needs it fails with it */
 }
@@ -297,8 +419,13 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
     int none = occlSuccess;
     /* The first failure's reason is the communicator's: the calls skipped
      * after it would otherwise replace it with "failed earlier". */
-    if (atomic_compare_exchange_strong(&comm->async_error, &none, (int)res))
-        snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
+    if (atomic_compare_exchange_strong(&comm->async_error, &none, (int)res)) {
+        if (comm->config.name[0]) /* the config's commName says which communicator */
+            snprintf(comm->last_error, sizeof comm->last_error, "comm '%.60s': %.180s", comm->config.name,
+                     thread_error);
+        else
+            snprintf(comm->last_error, sizeof comm->last_error, "%s", thread_error);
+    }
 }
 
 /* Ranks that pick different algorithms for one collective would run
@@ -350,11 +477,13 @@ typedef struct pending_init {
     unique_id uid;
     occlComm_t comm;
     registration reg;
+    occl_comm_config config;
 } pending_init;
 
 static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
 {
-    occlComm_t c = calloc(1, sizeof *c);
+    /* A non-blocking init has handed out its handle already. */
+    occlComm_t c = pi->comm ? pi->comm : calloc(1, sizeof *c);
     if (!c)
         return occl_fail(occlSystemError, "out of memory");
     c->nranks = pi->nranks;
@@ -362,6 +491,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->device = pi->device;
     c->id = pi->uid.id;
     c->job = *job;
+    c->config = pi->config;
     c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
     c->ctrl_bytes = occl_ll_area_offset(pi->nranks) + occl_ll_area_bytes();
@@ -405,6 +535,7 @@ static void comm_free(occlComm_t c)
     if (c->magic == OCCL_COMM_MAGIC && c->network && atomic_load(&c->async_error) != occlSuccess)
         occl_xfer_drain(c);
     occl_scratch_release(c);
+    occl_regs_release(c);
     if (c->ctrl)
         orFree(c->ctrl);
     if (c->tag_slot) {
@@ -422,6 +553,8 @@ static void comm_free(occlComm_t c)
     free(c->node_first);
     occl_trees_free(c);
     c->magic = 0;
+    if (c->async_handle) /* a non-blocking init's handle: freed by occlCommDestroy/Abort */
+        return;
     free(c);
 }
 
@@ -486,9 +619,11 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
     if (!live_add(c))
         return occl_fail(occlSystemError, "out of memory");
     c->magic = OCCL_COMM_MAGIC;
-    OCCL_INFO("comm %016llx rank %d/%d on device %d, world rank %d, node %d (%d virtual nodes), "
-              "tag slot %d", (unsigned long long)c->id, c->rank, c->nranks, c->device,
-              c->job.rank, c->job.node, c->nnodes, slot);
+    OCCL_INFO("comm %016llx%s%s%s rank %d/%d on device %d, world rank %d, node %d (%d virtual "
+              "nodes), tag slot %d, %sblocking", (unsigned long long)c->id,
+              c->config.name[0] ? " '" : "", c->config.name, c->config.name[0] ? "'" : "", c->rank,
+              c->nranks, c->device, c->job.rank, c->job.node, c->nnodes, slot,
+              c->config.cfg.blocking ? "" : "non-");
     return occlSuccess;
 }
 
@@ -699,18 +834,185 @@ static occlResult_t check_init(occlComm_t *comm, int nranks, const occlUniqueId 
     return occlSuccess;
 }
 
-occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank)
+static occlResult_t async_init_start(const pending_init *pi);
+
+static occlResult_t init_rank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
+                              const occl_comm_config *config)
 {
-    pending_init pi = {comm, nranks, rank, 0, {0}, NULL, {0}};
+    pending_init pi = {comm, nranks, rank, 0, {0}, NULL, {0}, *config};
     occlResult_t res = check_init(comm, nranks, &commId, rank, &pi.uid, &pi.device);
     if (res != occlSuccess)
         return occl_group_fail(res);
     if (occl_group_depth() > 0)
         return occl_group_add_init(&pi, sizeof pi);
+    if (!config->cfg.blocking)
+        return async_init_start(&pi);
     pthread_mutex_lock(&boot_lock);
     res = bootstrap(&pi, 1);
     pthread_mutex_unlock(&boot_lock);
     return res;
+}
+
+/* ---- non-blocking init ------------------------------------------------------- */
+
+/* A non-blocking occlCommInitRankConfig runs the bootstrap on a thread of
+ * its own. Until the thread is joined, its handle is known only here: to
+ * occlCommGetAsyncError (occlInProgress, then the outcome), occlGetLastError
+ * and occlCommDestroy/Abort. A successful init leaves this list for the live
+ * one; a failed init's handle stays here, with its reason, until destroyed. */
+typedef struct async_init {
+    struct async_init *next;
+    occlComm_t handle;
+    pthread_t thread;
+    pending_init pi;
+    _Atomic bool done;
+    bool joined;
+    occlResult_t res;
+    char why[256];
+} async_init;
+
+static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
+static async_init *async_inits;
+
+static void *async_init_run(void *arg)
+{
+    async_init *a = arg;
+    orSetDevice(a->pi.device);
+    pthread_mutex_lock(&boot_lock);
+    a->res = bootstrap(&a->pi, 1);
+    pthread_mutex_unlock(&boot_lock);
+    if (a->res != occlSuccess && a->pi.config.name[0])
+        snprintf(a->why, sizeof a->why, "comm '%.60s': %.180s", a->pi.config.name, thread_error);
+    else if (a->res != occlSuccess)
+        snprintf(a->why, sizeof a->why, "%s", thread_error);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+static occlResult_t async_init_start(const pending_init *pi)
+{
+    async_init *a = calloc(1, sizeof *a);
+    occlComm_t c = calloc(1, sizeof *c);
+    if (!a || !c) {
+        free(a);
+        free(c);
+        return occl_fail(occlSystemError, "out of memory");
+    }
+    c->async_handle = true;
+    a->handle = c;
+    a->pi = *pi;
+    a->pi.comm = c;
+    a->pi.out = &a->handle; /* bootstrap's copy out: the same pointer */
+    pthread_mutex_lock(&async_lock);
+    if (pthread_create(&a->thread, NULL, async_init_run, a) != 0) {
+        pthread_mutex_unlock(&async_lock);
+        free(a);
+        free(c);
+        return occl_fail(occlSystemError, "cannot start the thread of a non-blocking init");
+    }
+    a->next = async_inits;
+    async_inits = a;
+    pthread_mutex_unlock(&async_lock);
+    *pi->out = c;
+    return occlInProgress;
+}
+
+/* The entry of handle comm, joined if its thread is done; NULL if comm is
+ * not a non-blocking init's (any more). A successful one leaves the list:
+ * from then on the handle is an ordinary live communicator. Called with
+ * async_lock held; *state gets occlInProgress or the init's result. */
+static async_init *async_find(occlComm_t comm, occlResult_t *state)
+{
+    async_init **pp = &async_inits;
+    while (*pp && (*pp)->handle != comm)
+        pp = &(*pp)->next;
+    async_init *a = *pp;
+    if (!a)
+        return NULL;
+    if (!atomic_load(&a->done)) {
+        *state = occlInProgress;
+        return a;
+    }
+    if (!a->joined) {
+        pthread_join(a->thread, NULL);
+        a->joined = true;
+    }
+    *state = a->res;
+    if (a->res == occlSuccess) {
+        *pp = a->next;
+        a->handle->async_handle = false; /* an ordinary communicator from now on */
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* Waits for the init of comm if it is a non-blocking one, then: 1 and the
+ * handle freed if it had failed (nothing else to do), 0 otherwise. */
+static int async_settle(occlComm_t comm)
+{
+    for (;;) {
+        occlResult_t state;
+        pthread_mutex_lock(&async_lock);
+        async_init *a = async_find(comm, &state);
+        if (!a) {
+            pthread_mutex_unlock(&async_lock);
+            return 0;
+        }
+        if (state != occlInProgress) {
+            async_init **pp = &async_inits;
+            while (*pp != a)
+                pp = &(*pp)->next;
+            *pp = a->next;
+            pthread_mutex_unlock(&async_lock);
+            free(a->handle);
+            free(a);
+            return 1;
+        }
+        pthread_mutex_unlock(&async_lock);
+        usleep(1000); /* the init ends by OCCL_TIMEOUT_MS at the latest */
+    }
+}
+
+occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank)
+{
+    occl_comm_config config;
+    occl_config_resolve(NULL, &config);
+    return init_rank(comm, nranks, commId, rank, &config);
+}
+
+/* A non-blocking config (blocking 0) outside a group returns
+ * occlInProgress with *comm set; occlCommGetAsyncError(*comm) says
+ * occlInProgress until the init has ended, then its result. In a group the
+ * init completes at occlGroupEnd, as a blocking one. */
+occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
+                                    occlConfig_t *config)
+{
+    occl_comm_config resolved;
+    occlResult_t res = occl_config_resolve(config, &resolved);
+    if (res != occlSuccess)
+        return occl_group_fail(res);
+    return init_rank(comm, nranks, commId, rank, &resolved);
+}
+
+/* NCCL spreads its bootstrap over nId roots; OCCL's bootstrap is one
+ * exchange with one root, so it uses commIds[0] (whose maker must be a
+ * rank, as NCCL requires of every id's) and checks the others were made in
+ * this job. Every rank must pass the same ids. */
+occlResult_t occlCommInitRankScalable(occlComm_t *newcomm, int nranks, int myrank, int nId,
+                                      occlUniqueId *commIds, occlConfig_t *config)
+{
+    if (!commIds || nId < 1 || nId > nranks)
+        return occl_group_fail(occl_fail(occlInvalidArgument, "commIds is NULL, or nId %d is not in "
+                                                              "[1, nranks = %d]", nId, nranks));
+    for (int i = 1; i < nId; i++) {
+        unique_id u;
+        memcpy(&u, commIds[i].internal, sizeof u);
+        if (u.magic != ID_MAGIC)
+            return occl_group_fail(occl_fail(occlInvalidArgument, "commIds[%d] was not made by "
+                                                                  "occlGetUniqueId", i));
+    }
+    return occlCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }
 
 occlResult_t occl_group_run_inits(void *inits, int n)
@@ -749,6 +1051,7 @@ occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist)
         pi[i].rank = i;
         pi[i].device = devlist ? devlist[i] : i;
         memcpy(&pi[i].uid, id.internal, sizeof pi[i].uid);
+        occl_config_resolve(NULL, &pi[i].config);
     }
     res = occl_group_run_inits(pi, ndev);
     free(pi);
@@ -778,8 +1081,21 @@ occlResult_t occlCommFinalize(occlComm_t comm)
     return (occlResult_t)async;
 }
 
+/* The reason a non-blocking init of comm failed; NULL if it has not. */
+static const char *async_why(occlComm_t comm)
+{
+    occlResult_t state;
+    pthread_mutex_lock(&async_lock);
+    async_init *a = async_find(comm, &state);
+    const char *why = a && state != occlInProgress ? a->why : NULL;
+    pthread_mutex_unlock(&async_lock);
+    return why; /* stays valid until the handle is destroyed */
+}
+
 occlResult_t occlCommDestroy(occlComm_t comm)
 {
+    if (comm && async_settle(comm))
+        return occlSuccess;
     if (!occl_comm_valid(comm))
         return occl_fail(occlInvalidArgument, "comm is not a live communicator");
     if (!comm->finalized) {
@@ -794,6 +1110,10 @@ occlResult_t occlCommDestroy(occlComm_t comm)
 
 occlResult_t occlCommAbort(occlComm_t comm)
 {
+    /* An init still running is waited for: its bootstrap has no way to be
+     * interrupted, and it ends by OCCL_TIMEOUT_MS. */
+    if (comm && async_settle(comm))
+        return occlSuccess;
     if (!occl_comm_valid(comm))
         return occl_fail(occlInvalidArgument, "comm is not a live communicator");
     /* Running and queued tasks see the error and stop at their next wait. */
@@ -813,6 +1133,16 @@ occlResult_t occlCommAbort(occlComm_t comm)
 
 occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError)
 {
+    if (comm && asyncError) {
+        occlResult_t state;
+        pthread_mutex_lock(&async_lock);
+        async_init *a = async_find(comm, &state);
+        pthread_mutex_unlock(&async_lock);
+        if (a) { /* still initializing, or failed to */
+            *asyncError = state;
+            return occlSuccess;
+        }
+    }
     if (!occl_comm_valid(comm) || !asyncError)
         return occl_fail(occlInvalidArgument, "comm is not a live communicator, or asyncError is NULL");
     /* A peer's notice that a call this rank has finished its part of was
@@ -917,12 +1247,20 @@ occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm)
 
 /* ---- split -------------------------------------------------------------------- */
 
-occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm, void *config)
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
+                           occlConfig_t *config)
 {
     if (!occl_comm_valid(comm) || !newcomm)
         return occl_fail(occlInvalidArgument, "comm is not a live communicator, or newcomm is NULL");
     if (color < 0 && color != OCCL_SPLIT_NOCOLOR)
         return occl_fail(occlInvalidArgument, "color %d is negative (OCCL_SPLIT_NOCOLOR aside)", color);
+    /* The child's configuration: the one given, else the parent's (NCCL's rule). */
+    occl_comm_config child_config = comm->config;
+    if (config) {
+        occlResult_t bad = occl_config_resolve(config, &child_config);
+        if (bad != occlSuccess)
+            return bad;
+    }
     int n = comm->nranks;
     /* Everyone's (color, key), gathered over the parent communicator. */
     int prev;
@@ -982,7 +1320,89 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     occlUniqueId id;
     memset(&id, 0, sizeof id);
     memcpy(id.internal, &u, sizeof u);
-    res = occlCommInitRank(newcomm, members, id, newrank);
+    res = init_rank(newcomm, members, id, newrank, &child_config);
+    orSetDevice(prev);
+    return res;
+}
+
+/* ---- shrink ------------------------------------------------------------------- */
+
+/* Only the remaining ranks call it (the excluded ones may be dead), so
+ * nothing is exchanged over the parent: each remaining rank derives the
+ * child's id, its rank in it and the bootstrap's root (the first remaining
+ * rank) from the list, which they must all pass alike. */
+occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags)
+{
+    if (!occl_comm_valid(comm) || !newcomm)
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator, or newcomm is NULL");
+    if (shrinkFlags != OCCL_SHRINK_DEFAULT && shrinkFlags != OCCL_SHRINK_ABORT)
+        return occl_fail(occlInvalidArgument, "shrinkFlags %d is neither OCCL_SHRINK_DEFAULT nor "
+                                              "OCCL_SHRINK_ABORT", shrinkFlags);
+    int n = comm->nranks;
+    if (excludeRanksCount < 0 || excludeRanksCount >= n || (excludeRanksCount && !excludeRanksList))
+        return occl_fail(occlInvalidArgument, "excludeRanksCount %d is not in [0, %d), or the list "
+                                              "is NULL", excludeRanksCount, n);
+    bool *out = calloc((size_t)n, sizeof *out);
+    if (!out)
+        return occl_fail(occlSystemError, "out of memory");
+    uint64_t h = comm->id ^ 0x5348524b53485249ULL; /* "SHRKSHRI": apart from splits' ids */
+    for (int i = 0; i < excludeRanksCount; i++) {
+        int r = excludeRanksList[i];
+        if (r < 0 || r >= n || out[r] || r == comm->rank) {
+            free(out);
+            return occl_fail(occlInvalidArgument, "excludeRanksList[%d] = %d is out of [0, %d), "
+                                                  "listed twice, or this rank (which must not "
+                                                  "call occlCommShrink then)", i, r, n);
+        }
+        out[r] = true;
+    }
+    occl_comm_config child_config = comm->config;
+    if (config) {
+        occlResult_t bad = occl_config_resolve(config, &child_config);
+        if (bad != occlSuccess) {
+            free(out);
+            return bad;
+        }
+    }
+    int newrank = 0, root = -1;
+    for (int r = 0; r < n; r++) {
+        if (out[r])
+            continue;
+        if (root < 0)
+            root = r;
+        if (r < comm->rank)
+            newrank++;
+        h = (h ^ (uint64_t)r) * 0x100000001b3ULL; /* the remaining set names the child */
+    }
+    free(out);
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    if (shrinkFlags == OCCL_SHRINK_ABORT) {
+        /* The parent's running and queued calls stop at their next wait. */
+        int none = occlSuccess;
+        atomic_compare_exchange_strong(&comm->async_error, &none, (int)occlRemoteError);
+    }
+    orDeviceSynchronize(); /* the parent's queued work comes first */
+    pthread_mutex_lock(&comm->lock);
+    int slot = 0;
+    while (slot < 16 && comm->shrinks[slot].count && comm->shrinks[slot].set != h)
+        slot++;
+    if (slot == 16) /* 16 sets already: the one this set hashes to is recycled */
+        slot = (int)(h % 16), comm->shrinks[slot].count = 0;
+    comm->shrinks[slot].set = h;
+    uint64_t nth = ++comm->shrinks[slot].count;
+    pthread_mutex_unlock(&comm->lock);
+    h ^= nth * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    unique_id u = {ID_MAGIC, comm->job.job_id, h, comm->peers[root].world_rank};
+    occlUniqueId id;
+    memset(&id, 0, sizeof id);
+    memcpy(id.internal, &u, sizeof u);
+    occlResult_t res = init_rank(newcomm, n - excludeRanksCount, id, newrank, &child_config);
     orSetDevice(prev);
     return res;
 }

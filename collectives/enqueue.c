@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "group.h"
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_COLL
 #include "occl_internal.h"
 
 static _Thread_local struct {
@@ -501,6 +502,12 @@ occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, o
 {
     occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
     return enqueue(&c);
+}
+
+occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int root, occlComm_t comm,
+                       orStream_t stream)
+{
+    return occlBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
 occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,

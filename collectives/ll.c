@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
 #include "occl_internal.h"
 
 /* One rank's input to one call. */

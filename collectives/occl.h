@@ -10,14 +10,20 @@
 #ifndef OCCL_H
 #define OCCL_H
 
+#include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openreg.h>
 
 #define OCCL_MAJOR 2
 #define OCCL_MINOR 19
 #define OCCL_PATCH 0
-#define OCCL_VERSION_CODE (OCCL_MAJOR * 10000 + OCCL_MINOR * 100 + OCCL_PATCH)
+#define OCCL_SUFFIX ""
+/* NCCL's version arithmetic (before 2.9 the minor counted hundreds). */
+#define OCCL_VERSION(X, Y, Z)                                                                     \
+    (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define OCCL_VERSION_CODE OCCL_VERSION(OCCL_MAJOR, OCCL_MINOR, OCCL_PATCH)
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,7 +67,9 @@ typedef enum {
     occlFloat64 = 8,
     occlDouble = 8,
     occlBfloat16 = 9,
-    occlNumTypes = 10
+    occlFloat8e4m3 = 10, /* OCP FP8 E4M3: no Inf, NaN S.1111.111, max 448 */
+    occlFloat8e5m2 = 11, /* OCP FP8 E5M2: IEEE-like, max 57344 */
+    occlNumTypes = 12
 } occlDataType_t;
 
 typedef enum {
@@ -79,6 +87,57 @@ typedef enum {
     occlScalarHostImmediate = 1  /* the scalar is read once, at creation */
 } occlScalarResidence_t;
 
+/* Communicator configuration: NCCL 2.31's ncclConfig_t, field for field
+ * (same layout, so the header fields size, magic, version come first).
+ * Assign OCCL_CONFIG_INITIALIZER, then set the fields wanted; a field left
+ * at OCCL_CONFIG_UNDEF_INT / OCCL_CONFIG_UNDEF_PTR takes its default. What
+ * each field does in OCCL is in docs/occl.md ("NCCL 2.31 API"). */
+#define OCCL_CONFIG_UNDEF_INT INT_MIN
+#define OCCL_CONFIG_UNDEF_PTR NULL
+#define OCCL_API_MAGIC 0xcafebeef
+#define OCCL_CTA_POLICY_DEFAULT 0x00
+#define OCCL_CTA_POLICY_EFFICIENCY 0x01
+#define OCCL_CTA_POLICY_ZERO 0x02
+
+typedef struct occlConfig_v23000 {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    int cgaClusterSize;
+    int minCTAs;
+    int maxCTAs;
+    const char *netName;
+    int splitShare;
+    int trafficClass;
+    const char *commName;
+    int collnetEnable;
+    int CTAPolicy;
+    int shrinkShare;
+    int nvlsCTAs;
+    int nChannelsPerNetPeer;
+    int nvlinkCentricSched;
+    int graphUsageMode;
+    int numRmaCtx;
+    int maxP2pPeers;
+    int graphStreamOrdering;
+} occlConfig_t;
+
+/* The NCCL version whose ncclConfig_t occlConfig_t matches. A config whose
+ * version is older has the fields NCCL added later reset to their defaults,
+ * as NCCL treats a config of an older header. */
+#define OCCL_CONFIG_VERSION 23100
+#define OCCL_CONFIG_INITIALIZER                                                                   \
+    {                                                                                             \
+        sizeof(occlConfig_t), OCCL_API_MAGIC, OCCL_CONFIG_VERSION, OCCL_CONFIG_UNDEF_INT,         \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_PTR, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_PTR, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT,                  \
+            OCCL_CONFIG_UNDEF_INT, OCCL_CONFIG_UNDEF_INT                                          \
+    }
+
 /* Versions and errors */
 occlResult_t occlGetVersion(int *version);
 const char *occlGetErrorString(occlResult_t result);
@@ -88,8 +147,24 @@ const char *occlGetLastError(occlComm_t comm);
 /* Communicators */
 occlResult_t occlGetUniqueId(occlUniqueId *uniqueId);
 occlResult_t occlCommInitRank(occlComm_t *comm, int nranks, occlUniqueId commId, int rank);
+/* occlCommInitRank with a configuration (NULL: the defaults). */
+occlResult_t occlCommInitRankConfig(occlComm_t *comm, int nranks, occlUniqueId commId, int rank,
+                                    occlConfig_t *config);
+/* occlCommInitRankConfig from nId ids (NCCL's scalable init): the ids are
+ * checked, the first one bootstraps. */
+occlResult_t occlCommInitRankScalable(occlComm_t *newcomm, int nranks, int myrank, int nId,
+                                      occlUniqueId *commIds, occlConfig_t *config);
 occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist);
-occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm, void *config);
+/* config NULL: the child has the parent's configuration (as NCCL). */
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
+                           occlConfig_t *config);
+/* A communicator of the ranks of comm not in excludeRanksList, called by
+ * those ranks only, in rank order; config NULL inherits comm's.
+ * OCCL_SHRINK_ABORT first stops comm's calls (comm is then failed). */
+#define OCCL_SHRINK_DEFAULT 0x00
+#define OCCL_SHRINK_ABORT 0x01
+occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags);
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 occlResult_t occlCommAbort(occlComm_t comm);
@@ -98,6 +173,25 @@ occlResult_t occlCommCount(const occlComm_t comm, int *count);
 occlResult_t occlCommDevice(const occlComm_t comm, int *device);
 occlResult_t occlCommUserRank(const occlComm_t comm, int *rank);
 #define OCCL_SPLIT_NOCOLOR (-1)
+
+/* Memory and registration. occlMemAlloc/occlMemFree are orMalloc/orFree on
+ * the current device. A registration is recorded and checked (device memory
+ * of the communicator's device); OCCL moves data the same way with or
+ * without one. Registering a range again returns the same handle, counted;
+ * a NULL handle deregisters nothing. */
+occlResult_t occlMemAlloc(void **ptr, size_t size);
+occlResult_t occlMemFree(void *ptr);
+occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle);
+occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
+
+/* Device memory a communicator holds (its control block and scratch). */
+typedef enum {
+    occlStatGpuMemSuspend = 0,   /* that could be suspended: always 0 */
+    occlStatGpuMemSuspended = 1, /* whether it is suspended: always 0 */
+    occlStatGpuMemPersist = 2,   /* that cannot be suspended: all of it */
+    occlStatGpuMemTotal = 3
+} occlCommMemStat_t;
+occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value);
 
 /* Reduction operators */
 occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t *op, void *scalar, occlDataType_t datatype,
@@ -108,6 +202,9 @@ occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm);
 occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count,
                         occlDataType_t datatype, occlRedOp_t op, int root, occlComm_t comm,
                         orStream_t stream);
+/* occlBroadcast in place (NCCL's legacy ncclBcast). */
+occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int root, occlComm_t comm,
+                       orStream_t stream);
 occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            occlDataType_t datatype, int root, occlComm_t comm, orStream_t stream);
 occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count,

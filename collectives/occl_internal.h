@@ -48,15 +48,47 @@ enum { OCCL_SCRATCH_A, OCCL_SCRATCH_B, OCCL_SCRATCH_SLOTS };
 #define OCCL_PLAN_CACHE 32
 #define OCCL_PLAN_MAX_ALGOS 8
 
-/* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. */
+/* A communicator's configuration (config.c): the user's occlConfig_t
+ * checked, every field resolved to its value, commName copied into name
+ * (cfg's string pointers are not kept, so the struct copies as a value). */
+typedef struct occl_comm_config {
+    occlConfig_t cfg;
+    char name[128]; /* "" when unnamed */
+} occl_comm_config;
+/* NULL: the defaults. occlInvalidArgument with the reason for a bad one. */
+occlResult_t occl_config_resolve(const occlConfig_t *user, occl_comm_config *out);
+
+/* Logging: OCCL_DEBUG=WARN|INFO|TRACE; warnings always print. INFO lines
+ * belong to a subsystem, and OCCL_DEBUG_SUBSYS (NCCL's syntax) selects
+ * which print; OCCL_DEBUG_FILE sends every line to a file instead of
+ * stderr. A file's lines are of the subsystem it defines as OCCL_LOG_SUBSYS
+ * before including this header (INIT if it defines none). */
 typedef enum { OCCL_LOG_NONE, OCCL_LOG_WARN, OCCL_LOG_INFO, OCCL_LOG_TRACE } occl_log_level;
+enum {
+    OCCL_SUBSYS_INIT = 1 << 0,   /* communicators: init, bootstrap, split, destroy */
+    OCCL_SUBSYS_COLL = 1 << 1,   /* collective calls */
+    OCCL_SUBSYS_P2P = 1 << 2,    /* transfers within a virtual node */
+    OCCL_SUBSYS_NET = 1 << 3,    /* transfers between virtual nodes (MPI) */
+    OCCL_SUBSYS_GRAPH = 1 << 4,  /* rings and trees from the topology */
+    OCCL_SUBSYS_TUNING = 1 << 5, /* the planner's algorithm choices */
+    OCCL_SUBSYS_ENV = 1 << 6,    /* settings read from the environment */
+    OCCL_SUBSYS_ALL = (1 << 7) - 1
+};
 extern occl_log_level occl_log_threshold;
+extern unsigned occl_log_subsys;
 void occl_log(occl_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* OCCL_DEBUG_SUBSYS's list to a mask of OCCL_SUBSYS_*; -1 and the unknown
+ * name in bad. OCCL_DEBUG_FILE's pattern expanded (%h, %p, %%); -1 if too long. */
+long occl_parse_debug_subsys(const char *list, char *bad, size_t badlen);
+int occl_expand_debug_file(const char *pattern, char *out, size_t outlen);
+#ifndef OCCL_LOG_SUBSYS
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_INIT
+#endif
 #define OCCL_WARN(...) occl_log(OCCL_LOG_WARN, __VA_ARGS__)
-#define OCCL_INFO(...)                                                   \
-    do {                                                                 \
-        if (occl_log_threshold >= OCCL_LOG_INFO)                         \
-            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                        \
+#define OCCL_INFO(...)                                                                   \
+    do {                                                                                 \
+        if (occl_log_threshold >= OCCL_LOG_INFO && (occl_log_subsys & (OCCL_LOG_SUBSYS))) \
+            occl_log(OCCL_LOG_INFO, __VA_ARGS__);                                        \
     } while (0)
 
 /* A failed call records why, for occlGetLastError. */
@@ -211,6 +243,16 @@ struct occlComm {
     } *premul;
     int npremul;
     uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
+    occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
+    bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
+    struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
+    /* occlCommShrink's children so far, per remaining set: only the
+     * remaining ranks call it, so the split counter may differ between them
+     * and an excluded rank; a count per set is the same on all callers. */
+    struct occl_shrink_count {
+        uint64_t set;
+        uint64_t count;
+    } shrinks[16];
     /* Virtual nodes, in ring order: node k's ranks are ring[node_first[k]]
      * .. ring[node_first[k+1]-1], and ring[node_first[k]] is its leader. */
     int nnodes, my_node; /* my_node: index of this rank's node */
@@ -476,6 +518,10 @@ uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t 
 uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
                                    const uint64_t *bps);
 const char *occl_algo_name(occl_algo a);
+/* Frees the registrations left on comm (register.c). */
+void occl_regs_release(occlComm_t comm);
+/* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */
+const char *occl_algo_setting_error(void);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */
 const char *occl_coll_name(occl_coll c);

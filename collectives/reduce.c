@@ -113,6 +113,67 @@ ELEM uint16_t float_to_bf16(float f)
     return (uint16_t)((u & 0x7fffffff) > 0x7f800000u ? nan : rounded);
 }
 
+/* ---- OCP FP8 (E4M3 and E5M2) ---------------------------------------------
+ * Widening is exact. Narrowing rounds to nearest even and saturates as
+ * NCCL's __NV_SATFINITE conversions do: a finite value beyond the largest
+ * finite one, and an infinity, become the largest finite value of its sign;
+ * NaN stays NaN (E4M3 S.1111.111, E5M2 quiet S.11111.10). */
+
+ELEM float e4m3_to_float(uint8_t b)
+{
+    uint32_t em = (uint32_t)(b & 0x7f) << 20; /* exponent and 3-bit mantissa, in place */
+    uint32_t sign = (uint32_t)(b & 0x80) << 24;
+    uint32_t normal = em + ((uint32_t)(127 - 7) << 23);
+    /* Subnormal m * 2^-9: 2^-6 * (1 + m/8) - 2^-6, both exact. */
+    uint32_t sub = f2u(u2f(em + (121u << 23)) - u2f(121u << 23));
+    uint32_t r = blend((b & 0x7f) == 0x7f, 0x7fc00000u, blend((em >> 23) == 0, sub, normal));
+    return u2f(r | sign);
+}
+
+/* E5M2 is the top byte of an IEEE binary16. */
+ELEM float e5m2_to_float(uint8_t b)
+{
+    return half_to_float((uint16_t)((uint16_t)b << 8));
+}
+
+/* Float to an FP8 with `mbits` mantissa bits and exponent bias `bias`; `maxf`
+ * is the largest finite value as float bits, `minnorm` the smallest normal
+ * as float bits, `magic` a float whose ulp is the subnormal step. */
+ELEM uint8_t float_to_fp8(float f, int mbits, int bias, uint32_t maxf, uint32_t minnorm,
+                          float magic, uint32_t maxcode, uint32_t nancode)
+{
+    uint32_t u = f2u(f);
+    uint32_t sign = (u >> 24) & 0x80;
+    uint32_t a = u & 0x7fffffff;
+    int shift = 23 - mbits;
+    /* Below the smallest normal: adding magic puts the float's ulp at the
+     * subnormal step, so the FPU rounds to nearest even and the low bits are
+     * the code (the smallest normal's code if it rounds up). */
+    uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
+    uint32_t normal = (a - ((uint32_t)(127 - bias) << 23) + ((1u << (shift - 1)) - 1) +
+                       ((a >> shift) & 1)) >> shift;
+    uint32_t r = blend(a >= maxf, maxcode, blend(a < minnorm, sub, normal));
+    r = blend(a > 0x7f800000u, nancode, r);
+    return (uint8_t)(r | sign);
+}
+
+ELEM uint8_t float_to_e4m3(float f)
+{
+    /* 448 = 1.75 * 2^8; smallest normal 2^-6; subnormal step 2^-9 = ulp(2^14). */
+    return float_to_fp8(f, 3, 7, 0x43e00000u, 121u << 23, 16384.0f, 0x7e, 0x7f);
+}
+
+ELEM uint8_t float_to_e5m2(float f)
+{
+    /* 57344 = 1.75 * 2^15; smallest normal 2^-14; subnormal step 2^-16 = ulp(2^7). */
+    return float_to_fp8(f, 2, 15, 0x47600000u, 113u << 23, 128.0f, 0x7b, 0x7e);
+}
+
+float occl_e4m3_to_float(uint8_t b) { return e4m3_to_float(b); }
+uint8_t occl_float_to_e4m3(float f) { return float_to_e4m3(f); }
+float occl_e5m2_to_float(uint8_t b) { return e5m2_to_float(b); }
+uint8_t occl_float_to_e5m2(float f) { return float_to_e5m2(f); }
+
 float occl_half_to_float(uint16_t h) { return half_to_float(h); }
 uint16_t occl_float_to_half(float f) { return float_to_half(f); }
 float occl_bf16_to_float(uint16_t b) { return bf16_to_float(b); }
@@ -285,6 +346,8 @@ DEFINE_TYPE(f16, uint16_t, float, float, half_to_float, float_to_half, SCALAR_F3
 DEFINE_TYPE(f32, float, float, float, LD_ID, ST_ID, SCALAR_F32, DEFINE_FLT_MINMAX, float)
 DEFINE_TYPE(f64, double, double, double, LD_ID, ST_ID, SCALAR_F64, DEFINE_FLT_MINMAX, double)
 DEFINE_TYPE(bf16, uint16_t, float, float, bf16_to_float, float_to_bf16, SCALAR_F32, DEFINE_FLT_MINMAX, float)
+DEFINE_TYPE(e4m3, uint8_t, float, float, e4m3_to_float, float_to_e4m3, SCALAR_F32, DEFINE_FLT_MINMAX, float)
+DEFINE_TYPE(e5m2, uint8_t, float, float, e5m2_to_float, float_to_e5m2, SCALAR_F32, DEFINE_FLT_MINMAX, float)
 
 #define TYPE_ROW(N)                                                                          \
     {KERNELS_OF(N, sum), KERNELS_OF(N, prod), KERNELS_OF(N, max), KERNELS_OF(N, min),        \
@@ -294,6 +357,7 @@ DEFINE_TYPE(bf16, uint16_t, float, float, bf16_to_float, float_to_bf16, SCALAR_F
 static const kernels table[occlNumTypes][OCCL_RED_NKINDS] = {
     TYPE_ROW(i8), TYPE_ROW(u8),  TYPE_ROW(i32), TYPE_ROW(u32), TYPE_ROW(i64),
     TYPE_ROW(u64), TYPE_ROW(f16), TYPE_ROW(f32), TYPE_ROW(f64), TYPE_ROW(bf16),
+    TYPE_ROW(e4m3), TYPE_ROW(e5m2),
 };
 
 typedef struct scalers {
@@ -307,13 +371,15 @@ typedef struct scalers {
 static const scalers scaler_table[occlNumTypes] = {
     SCALERS_OF(i8),  SCALERS_OF(u8),  SCALERS_OF(i32), SCALERS_OF(u32), SCALERS_OF(i64),
     SCALERS_OF(u64), SCALERS_OF(f16), SCALERS_OF(f32), SCALERS_OF(f64), SCALERS_OF(bf16),
+    SCALERS_OF(e4m3), SCALERS_OF(e5m2),
 };
 
 /* ---- Types and ops -------------------------------------------------------- */
 
-static const size_t type_sizes[occlNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+static const size_t type_sizes[occlNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 static const char *const type_names[occlNumTypes] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
+    "float8e4m3", "float8e5m2",
 };
 
 static int type_ok(occlDataType_t t)
@@ -385,6 +451,8 @@ occl_redop occl_redop_premulsum(const void *scalar, occlDataType_t t)
                             .scalar_u = v.u64};
     case occlFloat16: return occl_redop_premulsum_value(half_to_float(v.h), 0);
     case occlBfloat16: return occl_redop_premulsum_value(bf16_to_float(v.h), 0);
+    case occlFloat8e4m3: return occl_redop_premulsum_value(e4m3_to_float(v.u8), 0);
+    case occlFloat8e5m2: return occl_redop_premulsum_value(e5m2_to_float(v.u8), 0);
     case occlFloat32: return occl_redop_premulsum_value(v.f, 0);
     default: return occl_redop_premulsum_value(v.d, 0);
     }
@@ -441,7 +509,9 @@ void occl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count, o
      * written after every source's block is read, so dst may be a source. */
     const kernels *k = &table[t][op->kind];
     size_t tsz = type_sizes[t];
-    size_t asz = t == occlFloat16 || t == occlBfloat16 ? sizeof(float) : tsz;
+    size_t asz = t == occlFloat16 || t == occlBfloat16 || t == occlFloat8e4m3 || t == occlFloat8e5m2
+                     ? sizeof(float)
+                     : tsz;
     size_t block = ACC_BYTES / asz;
     _Alignas(64) union { /* a member per accumulator type, as the kernels access it */
         int8_t i8[ACC_BYTES];

@@ -12,8 +12,9 @@
  * - Max/Min on floating types follow C's fmax/fmin: a NaN operand is ignored
  *   unless both are NaN (as NCCL's fmaxf/fminf). Which of +0 and -0 wins
  *   between equal zeros is unspecified, as for fmax.
- * - Float16 and Bfloat16 are computed in float and rounded to nearest even
- *   once per result element; occl_reduce_n rounds once after all sources.
+ * - Float16, Bfloat16 and the FP8 types are computed in float and rounded to
+ *   nearest even once per result element; occl_reduce_n rounds once after
+ *   all sources. FP8 results saturate (see occl_float_to_e4m3).
  * - A count of 0 touches nothing. An unknown type or kind does nothing:
  *   callers validate with occl_type_size() and occl_redop_builtin().
  * - Results assume the default floating-point environment (round to nearest).
@@ -95,5 +96,14 @@ float occl_half_to_float(uint16_t h);
 uint16_t occl_float_to_half(float f);
 float occl_bf16_to_float(uint16_t b);
 uint16_t occl_float_to_bf16(float f);
+
+/* OCP FP8 E4M3 / E5M2 <-> float. Widening is exact. Narrowing rounds to
+ * nearest even and saturates like NCCL's (__NV_SATFINITE): finite values
+ * beyond the largest finite one (448 / 57344) and infinities become that
+ * largest value of their sign; NaN stays NaN (E4M3 0x7f, E5M2 0x7e, signed). */
+float occl_e4m3_to_float(uint8_t b);
+uint8_t occl_float_to_e4m3(float f);
+float occl_e5m2_to_float(uint8_t b);
+uint8_t occl_float_to_e5m2(float f);
 
 #endif

@@ -71,6 +71,7 @@ int occl_topo_ring_crossings(const struct or_topo *topo, const int *rank_device,
 
 #include <string.h>
 
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_GRAPH
 #include "occl_internal.h"
 
 void occl_ring_follow_topology(occlComm_t c)

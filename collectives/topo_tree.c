@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_GRAPH
 #include "occl_internal.h"
 #include "topo.h"
 #include "topo_ring.h"

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_NET
 #include "occl_internal.h"
 
 /* XFER_QUEUED: a network receive that waits until the receive before it from

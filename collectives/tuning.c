@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <time.h>
 
+#define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
 #include "occl_internal.h"
 #include "vmodel.h"
 
@@ -44,6 +45,7 @@ static const char *known_names(void)
 /* Allowed algorithms per collective, from OCCL_ALGO. */
 static unsigned allowed[OCCL_COLL_RECV + 1];
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
+static char algo_error[200]; /* an unknown name in OCCL_ALGO: an error, as NCCL >= 2.24 */
 
 static unsigned parse_list(const char *list, size_t len)
 {
@@ -58,9 +60,9 @@ static unsigned parse_list(const char *list, size_t len)
             a++;
         if (a < OCCL_NUM_ALGOS)
             mask |= 1u << a;
-        else if (n)
-            OCCL_WARN("OCCL_ALGO: unknown algorithm '%.*s' ignored (known: %s)", (int)n, p,
-                      known_names());
+        else if (n && !algo_error[0])
+            snprintf(algo_error, sizeof algo_error, "OCCL_ALGO: unknown algorithm '%.*s' (known: %s)",
+                     (int)(n > 40 ? 40 : n), p, known_names());
         p += n + 1;
     }
     unsigned all = (1u << OCCL_NUM_ALGOS) - 1;
@@ -92,8 +94,9 @@ static void parse_env(void)
                 c++;
             if (c <= OCCL_COLL_RECV)
                 allowed[c] = parse_list(colon + 1, (size_t)(end - colon - 1));
-            else
-                OCCL_WARN("OCCL_ALGO: unknown collective '%.*s' ignored", (int)(colon - p), p);
+            else if (!algo_error[0])
+                snprintf(algo_error, sizeof algo_error, "OCCL_ALGO: unknown collective '%.*s'",
+                         (int)(colon - p > 40 ? 40 : colon - p), p);
         }
         p = semi ? semi + 1 : end;
     }
@@ -137,6 +140,12 @@ static occl_proto wall_proto(unsigned pmask)
         if (pmask & (1u << p))
             return (occl_proto)p;
     return OCCL_PROTO_SIMPLE;
+}
+
+const char *occl_algo_setting_error(void)
+{
+    pthread_once(&parse_once, parse_env);
+    return algo_error[0] ? algo_error : NULL;
 }
 
 bool occl_algo_restricted(occl_coll c)

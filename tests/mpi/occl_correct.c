@@ -13,7 +13,7 @@
  * is exact in every type whatever the order of its steps: integers wrap
  * (computed here modulo 2^width as well), floating values are small multiples
  * of a power of two (sums stay within the significand), products multiply
- * factors of {2, -0.5, -1, 1.5}. Avg is the one rounding step: the exact sum
+ * factors of {2, -0.5, -1, 1.5} (1 for 1.5 in FP8). Avg is the one rounding step: the exact sum
  * divided by the rank count, correctly rounded to the type. Collectives that
  * only move data move arbitrary bit patterns (NaNs included), compared
  * bitwise.
@@ -83,12 +83,15 @@ static const char *const op_names[O_NOPS] = {
     "sum", "prod", "max", "min", "avg", "premulsum(host)", "premulsum(device)"};
 
 static const char *const type_names[occlNumTypes] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16"};
-static const int type_width[occlNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
+    "float8e4m3", "float8e5m2"};
+static const int type_width[occlNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+static bool is_fp8(int t) { return t == occlFloat8e4m3 || t == occlFloat8e5m2; }
 
 static bool is_float(int t)
 {
-    return t == occlFloat16 || t == occlFloat32 || t == occlFloat64 || t == occlBfloat16;
+    return t == occlFloat16 || t == occlFloat32 || t == occlFloat64 || t == occlBfloat16 || is_fp8(t);
 }
 
 static bool is_signed(int t) { return t == occlInt8 || t == occlInt32 || t == occlInt64; }
@@ -189,6 +192,8 @@ static double round_to(int t, double x)
     switch (t) {
     case occlFloat16: return round_prec(x, 11, -14);
     case occlBfloat16: return round_prec(x, 8, -126);
+    case occlFloat8e4m3: return round_prec(x, 4, -6);
+    case occlFloat8e5m2: return round_prec(x, 3, -14);
     case occlFloat32: return (double)(float)x;
     default: return x;
     }
@@ -233,12 +238,42 @@ static double bf16_value(uint16_t b)
     return f;
 }
 
+/* Bits of an exactly representable OCP FP8 value with mbits mantissa bits
+ * and exponent bias `bias` (E4M3: 3, 7; E5M2: 2, 15). */
+static uint8_t fp8_bits(double x, int mbits, int bias)
+{
+    uint8_t s = signbit(x) ? 0x80 : 0;
+    double a = fabs(x);
+    if (isnan(a))
+        return s | (mbits == 3 ? 0x7f : 0x7e);
+    if (a < ldexp(1.0, 1 - bias))
+        return s | (uint8_t)ldexp(a, bias - 1 + mbits);
+    int e;
+    double m = frexp(a, &e);
+    return s | (uint8_t)((e - 1 + bias) << mbits) | (uint8_t)((m * 2 - 1) * (1 << mbits));
+}
+
+static double fp8_value(uint8_t b, int mbits, int bias)
+{
+    int e = (b & 0x7f) >> mbits, m = b & ((1 << mbits) - 1), emax = (1 << (7 - mbits)) - 1;
+    double v;
+    if (mbits == 3 && (b & 0x7f) == 0x7f)
+        v = NAN;
+    else if (mbits == 2 && e == emax)
+        v = m ? NAN : INFINITY;
+    else
+        v = e == 0 ? ldexp(m, 1 - bias - mbits) : ldexp((1 << mbits) + m, e - bias - mbits);
+    return b & 0x80 ? -v : v;
+}
+
 /* The stored bits of floating value x (exactly representable) in type t. */
 static uint64_t float_bits(int t, double x)
 {
     switch (t) {
     case occlFloat16: return half_bits(x);
     case occlBfloat16: return bf16_bits(x);
+    case occlFloat8e4m3: return fp8_bits(x, 3, 7);
+    case occlFloat8e5m2: return fp8_bits(x, 2, 15);
     case occlFloat32: {
         float f = (float)x;
         uint32_t u;
@@ -258,6 +293,8 @@ static double float_value(int t, uint64_t bits)
     switch (t) {
     case occlFloat16: return half_value((uint16_t)bits);
     case occlBfloat16: return bf16_value((uint16_t)bits);
+    case occlFloat8e4m3: return fp8_value((uint8_t)bits, 3, 7);
+    case occlFloat8e5m2: return fp8_value((uint8_t)bits, 2, 15);
     case occlFloat32: {
         uint32_t u = (uint32_t)bits;
         float f;
@@ -295,12 +332,13 @@ static uint64_t load(int t, const void *p)
 /* Significand bits and the power of two of the grid floating inputs use. */
 static int float_prec(int t)
 {
-    return t == occlFloat16 ? 11 : t == occlBfloat16 ? 8 : t == occlFloat32 ? 24 : 53;
+    return t == occlFloat16 ? 11 : t == occlBfloat16 ? 8 : t == occlFloat32 ? 24
+         : t == occlFloat8e4m3 ? 4 : t == occlFloat8e5m2 ? 3 : 53;
 }
 
 static int float_shift(int t)
 {
-    return t == occlFloat16 ? 2 : t == occlBfloat16 ? 0 : t == occlFloat32 ? 2 : 4;
+    return t == occlFloat16 ? 2 : t == occlBfloat16 ? 0 : t == occlFloat32 ? 2 : is_fp8(t) ? 2 : 4;
 }
 
 /* Uniform integer in [-k, k] (k up to INT64_MAX: computed unsigned, where
@@ -319,9 +357,11 @@ static double input_float(const kase *c, int r, size_t j)
     switch (c->op) {
     case O_PROD: {
         /* Around the ring the factors cycle, so a product of any run of
-         * ranks is 2^a * 1.5^b with |a| <= 1 and b <= nranks/4 + 1. */
+         * ranks is 2^a * 1.5^b with |a| <= 1 and b <= nranks/4 + 1
+         * (FP8's 3 or 4 significant bits hold 1.5^2 at most: 1 there). */
         static const double f[4] = {2.0, -0.5, -1.0, 1.5};
-        return f[(r + mix(c->salt ^ j)) % 4];
+        int k = (r + mix(c->salt ^ j)) % 4;
+        return k == 3 && is_fp8(t) ? 1.0 : f[k];
     }
     case O_MAX:
     case O_MIN:

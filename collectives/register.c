@@ -1,0 +1,130 @@
+/*
+ * collectives/register.c - occlMemAlloc/occlMemFree, occlCommMemStats and
+ * buffer registration (occlCommRegister/occlCommDeregister). OCCL's transfers read and write
+ * device memory directly whether or not it is registered, so registration
+ * changes no data path: it is recorded per communicator and checked (the
+ * range must be device memory of the communicator's device), as NCCL
+ * checks it, so code written for NCCL's registration runs unchanged.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "occl_internal.h"
+
+struct occl_reg {
+    struct occl_reg *next;
+    const char *begin;
+    size_t bytes;
+    int refs; /* registrations of the same range share one handle, as NCCL's */
+};
+
+/* Registrations change rarely: one lock for all communicators. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+occlResult_t occlMemAlloc(void **ptr, size_t size)
+{
+    if (!ptr || size == 0)
+        return occl_fail(occlInvalidArgument, "occlMemAlloc: ptr is NULL or size is 0");
+    if (orMalloc(ptr, size) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "occlMemAlloc: cannot allocate %zu bytes on the "
+                                                   "current device", size);
+    return occlSuccess;
+}
+
+occlResult_t occlMemFree(void *ptr)
+{
+    if (!ptr)
+        return occlSuccess;
+    orPointerAttributes attr;
+    if (orPointerGetAttributes(&attr, ptr) != orSuccess || attr.type != orMemoryTypeDevice ||
+        orFree(ptr) != orSuccess)
+        return occl_fail(occlInvalidArgument, "occlMemFree: %p is not the start of a live device "
+                                              "allocation", ptr);
+    return occlSuccess;
+}
+
+occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommRegister: comm is not a live communicator");
+    if (!handle || !buff || size == 0)
+        return occl_fail(occlInvalidArgument, "occlCommRegister: buff or handle is NULL, or size is 0");
+    or_mem_ref ref;
+    if (or_mem_export(buff, size, &ref) != orSuccess)
+        return occl_fail(occlInvalidArgument, "occlCommRegister: [%p, +%zu) is not within one device "
+                                              "allocation of this process", buff, size);
+    if (ref.device != comm->device)
+        return occl_fail(occlInvalidUsage, "occlCommRegister: the buffer is memory of device %d, the "
+                                           "communicator's is device %d", ref.device, comm->device);
+    pthread_mutex_lock(&reg_lock);
+    struct occl_reg *r = comm->regs;
+    while (r && !(r->begin == buff && r->bytes == size))
+        r = r->next;
+    if (r)
+        r->refs++;
+    else if ((r = calloc(1, sizeof *r))) {
+        *r = (struct occl_reg){comm->regs, buff, size, 1};
+        comm->regs = r;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (!r)
+        return occl_fail(occlSystemError, "occlCommRegister: out of memory");
+    *handle = r;
+    OCCL_INFO("comm %016llx rank %d: registered [%p, +%zu) (%d reference%s)",
+              (unsigned long long)comm->id, comm->rank, buff, size, r->refs, r->refs > 1 ? "s" : "");
+    return occlSuccess;
+}
+
+occlResult_t occlCommDeregister(const occlComm_t comm, void *handle)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommDeregister: comm is not a live communicator");
+    if (!handle)
+        return occlSuccess; /* NCCL's: a NULL handle (nothing was registered) is fine */
+    pthread_mutex_lock(&reg_lock);
+    struct occl_reg **pp = &comm->regs;
+    while (*pp && *pp != handle)
+        pp = &(*pp)->next;
+    struct occl_reg *r = *pp;
+    if (r && --r->refs == 0)
+        *pp = r->next;
+    pthread_mutex_unlock(&reg_lock);
+    if (!r)
+        return occl_fail(occlInvalidUsage, "occlCommDeregister: handle %p is not a registration of "
+                                           "this communicator (or was deregistered already)", handle);
+    if (r->refs == 0)
+        free(r);
+    return occlSuccess;
+}
+
+void occl_regs_release(occlComm_t comm)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct occl_reg *r = comm->regs;
+    comm->regs = NULL;
+    pthread_mutex_unlock(&reg_lock);
+    while (r) {
+        struct occl_reg *next = r->next;
+        free(r);
+        r = next;
+    }
+}
+
+/* The device memory OCCL holds for comm: its control block and its scratch.
+ * Nothing of it can be suspended (OCCL has no occlCommSuspend). */
+occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value)
+{
+    if (!occl_comm_valid(comm) || !value)
+        return occl_fail(occlInvalidArgument, "occlCommMemStats: comm is not a live communicator, "
+                                              "or value is NULL");
+    if ((int)stat < occlStatGpuMemSuspend || (int)stat > occlStatGpuMemTotal)
+        return occl_fail(occlInvalidArgument, "occlCommMemStats: unknown statistic %d", (int)stat);
+    /* Scratch changes size only in a running call, which holds the lock. */
+    pthread_mutex_lock(&comm->lock);
+    uint64_t held = comm->ctrl_bytes;
+    for (int i = 0; i < OCCL_SCRATCH_SLOTS; i++)
+        held += comm->scratch_bytes[i];
+    pthread_mutex_unlock(&comm->lock);
+    *value = stat == occlStatGpuMemSuspend || stat == occlStatGpuMemSuspended ? 0 : held;
+    return occlSuccess;
+}

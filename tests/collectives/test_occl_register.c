@@ -1,0 +1,182 @@
+/*
+ * test_occl_register.c - occlMemAlloc/occlMemFree and occlCommRegister/
+ * occlCommDeregister in one process with two devices: what is allocated is
+ * device memory of the current device; a registration needs device memory
+ * of the communicator's device, is counted per range, belongs to its
+ * communicator, and a collective runs on registered buffers as on others.
+ */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "occl.h"
+
+#define CHECK_OCCL(call)                                                                       \
+    do {                                                                                       \
+        occlResult_t r_ = (call);                                                              \
+        cr_assert_eq(r_, occlSuccess, "%s: %s (%s)", #call, occlGetErrorString(r_),            \
+                     occlGetLastError(NULL));                                                  \
+    } while (0)
+
+#define EXPECT(call, want, text)                                                               \
+    do {                                                                                       \
+        occlResult_t r_ = (call);                                                              \
+        cr_assert_eq(r_, (want), "%s -> %d (%s)", #call, r_, occlGetLastError(NULL));          \
+        cr_assert(strstr(occlGetLastError(NULL), (text)), "%s: reason '%s' lacks '%s'", #call, \
+                  occlGetLastError(NULL), (text));                                             \
+    } while (0)
+
+static occlComm_t comms[2];
+
+static void setup(void)
+{
+    cr_assert_eq(setenv("OCCL_TIMEOUT_MS", "10000", 1), 0);
+    cr_assert_eq(occlCommInitAll(comms, 2, NULL), occlSuccess, "%s", occlGetLastError(NULL));
+    cr_assert_eq(orSetDevice(0), orSuccess);
+}
+
+static void teardown(void)
+{
+    for (int d = 0; d < 2; d++)
+        if (comms[d])
+            occlCommDestroy(comms[d]);
+}
+
+TestSuite(occl_register, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(occl_register, mem_alloc_and_free)
+{
+    void *p = NULL;
+    EXPECT(occlMemAlloc(NULL, 64), occlInvalidArgument, "ptr is NULL");
+    EXPECT(occlMemAlloc(&p, 0), occlInvalidArgument, "size is 0");
+    cr_assert_eq(orSetDevice(1), orSuccess);
+    CHECK_OCCL(occlMemAlloc(&p, 1000));
+    orPointerAttributes attr;
+    cr_assert_eq(orPointerGetAttributes(&attr, p), orSuccess);
+    cr_assert_eq(attr.type, orMemoryTypeDevice);
+    cr_assert_eq(attr.device, 1);
+    CHECK_OCCL(occlMemFree(p));
+    EXPECT(occlMemFree(p), occlInvalidArgument, "not the start of a live device allocation");
+    int host;
+    EXPECT(occlMemFree(&host), occlInvalidArgument, "not the start of a live device allocation");
+    CHECK_OCCL(occlMemFree(NULL));
+}
+
+Test(occl_register, register_checks_and_counts)
+{
+    void *buf, *other, *h1 = NULL, *h2 = NULL, *pinned;
+    CHECK_OCCL(occlMemAlloc(&buf, 4096));
+    CHECK_OCCL(occlCommRegister(comms[0], buf, 4096, &h1));
+    CHECK_OCCL(occlCommRegister(comms[0], buf, 4096, &h2));
+    cr_assert_not_null(h1);
+    cr_assert_eq(h1, h2, "the same range shares its handle");
+    void *h3 = NULL;
+    CHECK_OCCL(occlCommRegister(comms[0], (char *)buf + 1024, 1024, &h3)); /* a part of it */
+    cr_assert_neq(h3, h1);
+    /* Comm 1 does not know comm 0's registrations. */
+    EXPECT(occlCommDeregister(comms[1], h1), occlInvalidUsage, "not a registration of this communicator");
+    CHECK_OCCL(occlCommDeregister(comms[0], h1));
+    CHECK_OCCL(occlCommDeregister(comms[0], h2)); /* the second reference */
+    EXPECT(occlCommDeregister(comms[0], h1), occlInvalidUsage, "deregistered already");
+    CHECK_OCCL(occlCommDeregister(comms[0], NULL));
+    /* Refused: not device memory, past the allocation, another device's. */
+    static char host[4096];
+    void *h = NULL;
+    EXPECT(occlCommRegister(comms[0], host, sizeof host, &h), occlInvalidArgument,
+           "not within one device allocation");
+    cr_assert_eq(orMallocHost(&pinned, 4096), orSuccess);
+    EXPECT(occlCommRegister(comms[0], pinned, 4096, &h), occlInvalidArgument,
+           "not within one device allocation");
+    EXPECT(occlCommRegister(comms[0], buf, 4097, &h), occlInvalidArgument,
+           "not within one device allocation");
+    cr_assert_eq(orSetDevice(1), orSuccess);
+    CHECK_OCCL(occlMemAlloc(&other, 4096));
+    EXPECT(occlCommRegister(comms[0], other, 4096, &h), occlInvalidUsage, "device 1");
+    CHECK_OCCL(occlCommRegister(comms[1], other, 4096, &h)); /* left for destroy to free */
+    EXPECT(occlCommRegister(comms[0], buf, 16, NULL), occlInvalidArgument, "handle is NULL");
+    EXPECT(occlCommRegister(comms[0], NULL, 16, &h), occlInvalidArgument, "buff or handle is NULL");
+    EXPECT(occlCommRegister(NULL, buf, 16, &h), occlInvalidArgument, "not a live communicator");
+    EXPECT(occlCommDeregister(NULL, h3), occlInvalidArgument, "not a live communicator");
+    orFreeHost(pinned);
+    CHECK_OCCL(occlMemFree(other));
+    CHECK_OCCL(occlMemFree(buf));
+}
+
+Test(occl_register, collective_on_registered_buffers)
+{
+    float *buf[2];
+    void *h[2];
+    orStream_t s[2];
+    float host[256];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        CHECK_OCCL(occlMemAlloc((void **)&buf[d], sizeof host));
+        CHECK_OCCL(occlCommRegister(comms[d], buf[d], sizeof host, &h[d]));
+        cr_assert_eq(orStreamCreate(&s[d]), orSuccess);
+        for (int i = 0; i < 256; i++)
+            host[i] = (float)(i + d);
+        cr_assert_eq(orMemcpy(buf[d], host, sizeof host, orMemcpyHostToDevice), orSuccess);
+    }
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlAllReduce(buf[d], buf[d], 256, occlFloat32, occlSum, comms[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+        cr_assert_eq(orMemcpy(host, buf[d], sizeof host, orMemcpyDeviceToHost), orSuccess);
+        for (int i = 0; i < 256; i++)
+            cr_assert_eq(host[i], (float)(2 * i + 1));
+        CHECK_OCCL(occlCommDeregister(comms[d], h[d]));
+        orStreamDestroy(s[d]);
+        CHECK_OCCL(occlMemFree(buf[d]));
+    }
+}
+
+Test(occl_register, mem_stats)
+{
+    uint64_t total = 0, persist = 0, suspend = 7, suspended = 7;
+    EXPECT(occlCommMemStats(comms[0], occlStatGpuMemTotal, NULL), occlInvalidArgument, "value is NULL");
+    EXPECT(occlCommMemStats(comms[0], (occlCommMemStat_t)9, &total), occlInvalidArgument,
+           "unknown statistic 9");
+    EXPECT(occlCommMemStats(NULL, occlStatGpuMemTotal, &total), occlInvalidArgument,
+           "not a live communicator");
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &total));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemPersist, &persist));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspend, &suspend));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_gt(total, 0, "the control block is device memory");
+    cr_assert_eq(persist, total);
+    cr_assert_eq(suspend, 0);
+    cr_assert_eq(suspended, 0);
+    /* A reduce-scatter of 4 MiB per rank takes scratch, which finalize gives back. */
+    const size_t count = (size_t)1 << 20;
+    float *send[2], *recv[2];
+    orStream_t s[2];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        CHECK_OCCL(occlMemAlloc((void **)&send[d], 2 * count * sizeof(float)));
+        CHECK_OCCL(occlMemAlloc((void **)&recv[d], count * sizeof(float)));
+        cr_assert_eq(orMemset(send[d], 0, 2 * count * sizeof(float)), orSuccess);
+        cr_assert_eq(orStreamCreate(&s[d]), orSuccess);
+    }
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(send[d], recv[d], count, occlFloat32, occlSum, comms[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    uint64_t during = 0, after = 0;
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &during));
+    cr_assert_gt(during, total, "scratch counted (%llu, before %llu)", (unsigned long long)during,
+                 (unsigned long long)total);
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommFinalize(comms[d]));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
+    cr_assert_eq(after, total, "scratch given back at finalize");
+    for (int d = 0; d < 2; d++) {
+        orStreamDestroy(s[d]);
+        CHECK_OCCL(occlMemFree(send[d]));
+        CHECK_OCCL(occlMemFree(recv[d]));
+    }
+}

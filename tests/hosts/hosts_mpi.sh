@@ -45,6 +45,42 @@ state=${OR_HOSTS_DIR:-/run/or-hosts}/$id
 cp "$state/namespaces" "$out/namespaces"
 in_h1() { $hosts --id "$id" exec h1 "$@"; }
 
+# Bad uses: each exits non-zero naming the problem, and changes nothing.
+refused() { # label pattern command...
+    local label=$1 pattern=$2 rc
+    shift 2
+    "$@" >"$out/refused" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$pattern" "$out/refused"; then
+        ok "$label: refused (exit $rc)"
+    else
+        bad "$label: exit $rc, expected a message matching '$pattern': $(cat "$out/refused")"
+    fi
+}
+refused "up 0" "expected a number of hosts from 1 to 250" $hosts --id "$id-x" up 0
+refused "up 251" "expected a number of hosts from 1 to 250" $hosts --id "$id-x" up 251
+refused "up abc" "expected a number of hosts from 1 to 250" $hosts --id "$id-x" up abc
+refused "up twice" "are already up" $hosts --id "$id" up 2
+refused "exec on a host that is not up" "no host 'h3' in '$id' (hosts: h1,h2)" $hosts --id "$id" exec h3 true
+refused "exec without a command" "usage: or-hosts exec HOST" $hosts --id "$id" exec h1
+refused "exec on hosts not up" "no hosts '$id-x' are up" $hosts --id "$id-x" exec h1 true
+refused "a bad --id" "--id 'a/b' is not valid" $hosts --id a/b up 1
+refused "an unknown command" "unknown command 'start'" $hosts start 2
+refused "run without a command" "usage: or-hosts run N" $hosts --id "$id-x" run 2
+refused "launcher: an ssh option it does not know" "unknown ssh option '-p'" \
+    env OR_HOSTS_ID="$id" bash "$srcdir/tests/hosts/or-hosts-launch" -p 22 h1 true
+refused "launcher without a command" "usage: or-hosts-launch" \
+    env OR_HOSTS_ID="$id" bash "$srcdir/tests/hosts/or-hosts-launch" -x h1
+[ -e "${OR_HOSTS_DIR:-/run/or-hosts}/$id-x" ] && bad "a refused command left state behind"
+if [ "$($hosts --id "$id" list | awk '{print $1, $2}' | tr '\n' ' ')" = "h1 10.77.0.1 h2 10.77.0.2 " ]; then
+    ok "list: h1 10.77.0.1, h2 10.77.0.2"
+else
+    bad "list: $($hosts --id "$id" list)"
+fi
+out_launch=$(env OR_HOSTS_ID="$id" bash "$srcdir/tests/hosts/or-hosts-launch" -x h2 'echo "$(hostname)" '"'a  b'")
+[ "$out_launch" = "h2 a  b" ] && ok "launcher: words read by a shell on the host, as ssh does" ||
+    bad "launcher: got '$out_launch'"
+
 # /dev/shm: a file made on h1 is not on h2, nor here.
 in_h1 sh -c 'echo h1 > /dev/shm/or-hosts-mark'
 if $hosts --id "$id" exec h2 test -e /dev/shm/or-hosts-mark || [ -e /dev/shm/or-hosts-mark ]; then

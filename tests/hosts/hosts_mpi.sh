@@ -113,6 +113,18 @@ else
     bad "/dev/shm devices h1 '$shm_h1', h2 '$shm_h2', here $(stat -c %d /dev/shm); $boots boot ids"
 fi
 
+# A virtual node may not span hosts: --ranks-per-node 4 over 2 hosts of 2
+# ranks stops every rank at start-up, each saying why.
+in_h1 timeout 60 "${launch[@]}" --ranks-per-node 4 -- ./launch/orinfo >"$out/span" 2>&1
+rc=$?
+n=$(grep -c 'OPENREG_RANKS_PER_NODE=4 groups ranks 0 and 2, which run on different hosts' "$out/span")
+if [ $rc -ne 0 ] && [ "$n" -eq 4 ]; then
+    ok "--ranks-per-node 4 over two hosts: every rank refuses a node spanning hosts"
+else
+    tail -n 5 "$out/span"
+    bad "--ranks-per-node 4 over two hosts: exit $rc, $n of 4 ranks said why"
+fi
+
 # OCCL across the hosts: the runtime's nodes are the hosts, MPI between
 # them goes over TCP (UCX prints the transports of each endpoint).
 # MPICH 4.0.2 over UCX's tcp can hang in MPI_Finalize after the job is done

@@ -114,12 +114,13 @@ else
 fi
 
 # A virtual node may not span hosts: --ranks-per-node 4 over 2 hosts of 2
-# ranks stops every rank at start-up, each saying why.
-in_h1 timeout 60 "${launch[@]}" --ranks-per-node 4 -- ./launch/orinfo >"$out/span" 2>&1
+# ranks stops the job at start-up, saying why (Hydra may end the ranks that
+# have not printed yet once the first one exits).
+in_h1 timeout 30 "${launch[@]}" --ranks-per-node 4 -- ./launch/orinfo >"$out/span" 2>&1
 rc=$?
 n=$(grep -c 'OPENREG_RANKS_PER_NODE=4 groups ranks 0 and 2, which run on different hosts' "$out/span")
-if [ $rc -ne 0 ] && [ "$n" -eq 4 ]; then
-    ok "--ranks-per-node 4 over two hosts: every rank refuses a node spanning hosts"
+if [ $rc -ne 0 ] && [ "$n" -ge 1 ] && ! grep -q '^cluster: ' "$out/span"; then
+    ok "--ranks-per-node 4 over two hosts: refused at start-up, a node may not span hosts"
 else
     tail -n 5 "$out/span"
     bad "--ranks-per-node 4 over two hosts: exit $rc, $n of 4 ranks said why"
@@ -129,14 +130,14 @@ fi
 # them goes over TCP (UCX prints the transports of each endpoint).
 # MPICH 4.0.2 over UCX's tcp can hang in MPI_Finalize after the job is done
 # (docs/cluster.md#test-hosts-on-one-machine): once the result is out, the
-# job gets 20 s to end; if it has not, every rank still running must be
+# job gets 15 s to end; if it has not, every rank still running must be
 # inside PMPI_Finalize (gdb) for the run to count, and the job is stopped.
 in_h1 env UCX_LOG_LEVEL=info OCCL_TIMEOUT_MS=60000 "${launch[@]}" -- \
     ./tests/mpi/occl_correct --filter=float32 >"$out/occl" 2>&1 &
 job=$!
 waited=0
 done_for=0
-while kill -0 "$job" 2>/dev/null && [ $waited -lt 300 ] && [ $done_for -lt 40 ]; do
+while kill -0 "$job" 2>/dev/null && [ $waited -lt 300 ] && [ $done_for -lt 30 ]; do
     sleep 0.5
     waited=$((waited + 1))
     grep -q ' mismatches, ' "$out/occl" && done_for=$((done_for + 1))
@@ -151,10 +152,10 @@ if kill -0 "$job" 2>/dev/null; then
             case $(cat "/proc/$pid/comm" 2>/dev/null) in *occl_correct*) echo "$pid" ;; esac
         done)
     hung="still running after $((waited / 2)) s"
-    if [ $done_for -ge 40 ] && [ -n "$ranks" ] && command -v gdb >/dev/null 2>&1; then
+    if [ $done_for -ge 30 ] && [ -n "$ranks" ] && command -v gdb >/dev/null 2>&1; then
         in_finalize=0
         for pid in $ranks; do
-            timeout 60 gdb -p "$pid" -batch -nx -ex 'thread apply all bt' 2>/dev/null |
+            timeout 30 gdb -p "$pid" -batch -nx -ex 'thread apply 1 bt' 2>/dev/null |
                 grep -q 'PMPI_Finalize' && in_finalize=$((in_finalize + 1))
         done
         [ "$in_finalize" -eq "$(echo "$ranks" | wc -w)" ] && hung=finalize

@@ -1,16 +1,19 @@
 /*
- * orrun.c - launch an OpenReg Cluster job on this host.
+ * orrun.c - launch an OpenReg Cluster job, on this host or on several.
  *
  * Usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]
  *              [--profile NAME] [--topo TOPOLOGY] [--placement HOW] [--time MODE]
- *              [--trace FILE] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]
+ *              [--trace FILE] [--hosts LIST | --hostfile FILE]
+ *              [--launcher-exec PROGRAM] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]
  *
  * Sets the runtime's variables for every rank (OPENREG_DEVICES,
  * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE, OPENREG_TOPO,
  * OPENREG_PLACEMENT, OPENREG_TIME, OPENREG_TRACE for the options given,
  * MPIR_CVAR_DEFAULT_THREAD_LEVEL unless set), what torch.distributed's env://
  * needs (MASTER_ADDR, MASTER_PORT: a free port, WORLD_SIZE) and execs
- * 'mpiexec -n RANKS ORRUN --exec-rank -- PROGRAM ARGS...': mpiexec can only
+ * 'mpiexec [HOSTS] -n RANKS ORRUN --exec-rank -- PROGRAM ARGS...' (--hosts,
+ * --hostfile and --launcher-exec pass through to Hydra as -hosts, -f and
+ * '-launcher ssh -launcher-exec'): mpiexec can only
  * give every rank the same environment, so each rank starts as orrun again,
  * adds its own RANK, LOCAL_RANK and LOCAL_WORLD_SIZE from the launcher's
  * variables (PMI_RANK, ...) and execs the program. Values are checked with the
@@ -81,6 +84,10 @@ typedef struct {
     setting s[NSETTINGS];
     bool dry_run;
     const char *trace; /* --trace FILE: OPENREG_TRACE */
+    const char *hosts;    /* --hosts LIST: mpiexec -hosts */
+    char *hostfile;       /* --hostfile FILE, absolute: mpiexec -f */
+    char *launcher_exec;  /* --launcher-exec PROGRAM (or ORRUN_LAUNCHER_EXEC), resolved */
+    char first_host[256]; /* the first host of --hosts or --hostfile: MASTER_ADDR */
     char **program; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
 } options;
 
@@ -91,10 +98,11 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]\n"
             "             [--profile NAME] [--topo TOPOLOGY] [--placement HOW] [--time MODE]\n"
-            "             [--trace FILE] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]\n"
+            "             [--trace FILE] [--hosts LIST | --hostfile FILE]\n"
+            "             [--launcher-exec PROGRAM] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]\n"
             "\n"
-            "Runs PROGRAM as an OpenReg Cluster job of RANKS MPI ranks on this host: sets\n"
-            "the runtime's variables below for every rank, then execs\n"
+            "Runs PROGRAM as an OpenReg Cluster job of RANKS MPI ranks, on this host or on\n"
+            "the hosts given: sets the runtime's variables below for every rank, then execs\n"
             "'mpiexec -n RANKS PROGRAM ARGS...'.\n"
             "\n"
             "  -n RANKS            number of ranks:\n"
@@ -119,7 +127,16 @@ static void usage(FILE *f)
             "                      virtual (modelled, deterministic; docs/virtual-time.md)\n"
             "  --trace FILE        Chrome trace of every rank (OPENREG_TRACE): each rank\n"
             "                      writes FILE.rankN.json (FILE.json alone with 1 rank);\n"
-            "                      'ortrace-merge FILE.json' joins them\n"
+"                      'ortrace-merge FILE.json' joins them\n"
+            "  --hosts LIST        run on these hosts (mpiexec -hosts): host[:n],...;\n"
+            "                      each host is a virtual node unless K or a topology\n"
+            "                      says otherwise\n"
+            "  --hostfile FILE     run on the hosts of FILE (mpiexec -f): 'host[:n]' lines\n"
+            "  --launcher-exec PROGRAM\n"
+            "                      start each host's part with PROGRAM instead of ssh\n"
+            "                      (mpiexec -launcher ssh -launcher-exec PROGRAM): it is\n"
+            "                      called as ssh is, 'PROGRAM [-x] HOST COMMAND...'\n"
+            "                      (default: ORRUN_LAUNCHER_EXEC, else mpiexec's own)\n"
             "  --dry-run           print the plan (virtual nodes, each device's cores and\n"
             "                      NUMA node) and the mpiexec command; launch nothing\n"
             "  -h, --help          print this help\n"
@@ -128,7 +145,8 @@ static void usage(FILE *f)
             "runtime's default). %s is set to %s\n"
             "unless already set, so programs calling plain MPI_Init work with the runtime.\n"
             "For torch.distributed's env:// (dist.init_process_group(\"occl\")), every\n"
-            "rank gets MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port) unless set,\n"
+            "rank gets MASTER_ADDR (127.0.0.1, or the first host of --hosts/--hostfile)\n"
+            "and MASTER_PORT (a free port here) unless set,\n"
             "WORLD_SIZE=RANKS, and its own RANK, LOCAL_RANK and LOCAL_WORLD_SIZE.\n"
             "ORRUN_MPIEXEC names the mpiexec to run (default: MPICH's, " OR_MPIEXEC ").\n"
             "\n"
@@ -212,6 +230,111 @@ static void parse_setting(setting *s, const or_param *p, const char *accepted)
         snprintf(s->exported, sizeof s->exported, "%lld", s->value);
 }
 
+static char *find_program(const char *name);
+
+/* A host of --hosts or of a host file: a name, then ':n' processes or not. */
+static bool valid_host(const char *h, size_t len, char *name, size_t size)
+{
+    size_t n = strcspn(h, ":");
+    if (n > len)
+        n = len;
+    if (n == 0 || n >= size)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_", h[i]))
+            return false;
+    if (n < len) { /* ":n", n from 1 */
+        const char *c = h + n + 1;
+        size_t digits = len - n - 1;
+        if (digits == 0 || digits > 6 || *c == '0')
+            return false;
+        for (size_t i = 0; i < digits; i++)
+            if (c[i] < '0' || c[i] > '9')
+                return false;
+    }
+    memcpy(name, h, n);
+    name[n] = '\0';
+    return true;
+}
+
+/* --hosts, --hostfile, --launcher-exec: checked here, so that a typo stops
+ * orrun rather than Hydra halfway through a launch. */
+static void parse_hosts(options *o)
+{
+    if (o->hosts && o->hostfile)
+        bad_usage("--hosts and --hostfile: give one");
+    if (o->hosts) {
+        const char *h = o->hosts;
+        char name[sizeof o->first_host];
+        if (!*h)
+            bad_usage("--hosts needs a host list: host[:n],...");
+        for (int k = 0;; k++) {
+            size_t len = strcspn(h, ",");
+            if (!valid_host(h, len, name, sizeof name))
+                bad_usage("--hosts '%s' is not valid: '%.*s' is not host[:n] (a host name of "
+                          "letters, digits, '.', '-', '_', then optionally ':' and a number "
+                          "of processes from 1)", o->hosts, (int)len, h);
+            if (k == 0)
+                snprintf(o->first_host, sizeof o->first_host, "%s", name);
+            if (!h[len])
+                break;
+            h += len + 1;
+        }
+    }
+    if (o->hostfile) {
+        const char *given = o->hostfile;
+        static char absolute[PATH_MAX];
+        FILE *f = *given && realpath(given, absolute) ? fopen(absolute, "r") : NULL;
+        if (!f)
+            bad_usage("--hostfile '%s': %s", given, *given ? strerror(errno) : "empty name");
+        char line[1024], name[sizeof o->first_host];
+        int lineno = 0;
+        while (fgets(line, sizeof line, f)) {
+            lineno++;
+            char *w = line + strspn(line, " \t");
+            size_t len = strcspn(w, " \t\r\n#");
+            if (len == 0)
+                continue; /* blank or a comment */
+            if (!valid_host(w, len, name, sizeof name)) {
+                fclose(f);
+                bad_usage("--hostfile %s:%d: '%.*s' is not host[:n]", absolute, lineno, (int)len,
+                          w);
+            }
+            /* Hydra takes 'key=value' words after the host, nothing else. */
+            for (char *t = w + len; *(t += strspn(t, " \t")) && *t != '#' && *t != '\r' &&
+                                    *t != '\n';
+                 t += strcspn(t, " \t\r\n#")) {
+                size_t tlen = strcspn(t, " \t\r\n#");
+                if (!memchr(t, '=', tlen) || *t == '=') {
+                    fclose(f);
+                    bad_usage("--hostfile %s:%d: '%.*s' after the host is not key=value", absolute,
+                              lineno, (int)tlen, t);
+                }
+            }
+            if (!o->first_host[0])
+                snprintf(o->first_host, sizeof o->first_host, "%s", name);
+        }
+        fclose(f);
+        if (!o->first_host[0])
+            bad_usage("--hostfile %s names no host", absolute);
+        o->hostfile = absolute;
+    }
+    const char *from = "--launcher-exec";
+    if (!o->launcher_exec && getenv("ORRUN_LAUNCHER_EXEC") && *getenv("ORRUN_LAUNCHER_EXEC")) {
+        o->launcher_exec = getenv("ORRUN_LAUNCHER_EXEC");
+        from = "ORRUN_LAUNCHER_EXEC";
+    }
+    if (o->launcher_exec) {
+        /* mpiexec runs it from wherever it is: an absolute path. */
+        char *path = *o->launcher_exec ? find_program(o->launcher_exec) : NULL;
+        char *absolute = path ? realpath(path, NULL) : NULL;
+        free(path);
+        if (!absolute)
+            bad_usage("%s '%s': no such executable", from, o->launcher_exec);
+        o->launcher_exec = absolute;
+    }
+}
+
 static void parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -254,6 +377,12 @@ static void parse_args(int argc, char **argv, options *o)
             s = &o->s[S_PLACEMENT];
         } else if (is_option(arg, "--time")) {
             s = &o->s[S_TIME];
+        } else if (is_option(arg, "--hosts")) {
+            o->hosts = option_value(argc, argv, &i, "--hosts");
+        } else if (is_option(arg, "--hostfile")) {
+            o->hostfile = (char *)option_value(argc, argv, &i, "--hostfile");
+        } else if (is_option(arg, "--launcher-exec")) {
+            o->launcher_exec = (char *)option_value(argc, argv, &i, "--launcher-exec");
         } else if (is_option(arg, "--trace")) {
             o->trace = option_value(argc, argv, &i, "--trace");
             if (!*o->trace)
@@ -297,6 +426,7 @@ static void parse_args(int argc, char **argv, options *o)
         bad_usage("--ranks-per-node and --topo: the topology decides the virtual nodes");
     if (o->s[S_PLACEMENT].text && !o->s[S_TOPO].text && !getenv("OPENREG_TOPO"))
         bad_usage("--placement places ranks on a topology: give --topo (or OPENREG_TOPO)");
+    parse_hosts(o);
     /* The table and the profile list are separate: both must know the name. */
     if (o->s[S_PROFILE].text && !or_profile_find(o->s[S_PROFILE].exported))
         bad_usage("--profile '%s' is not valid: expected %s", o->s[S_PROFILE].text,
@@ -471,7 +601,39 @@ static int plan_topology(const options *o, long long nd, job_topology *jt)
  * environment, so orrun passes the common part and starts each rank as
  * 'orrun --exec-rank -- PROGRAM ARGS', which adds the rank's own variables
  * from the launcher's and execs the program. */
-static const char *const master_addr = "127.0.0.1"; /* orrun launches on this host */
+static const char *const local_addr = "127.0.0.1";
+
+/* Where rank 0 runs: this host, or the first host of --hosts/--hostfile
+ * (Hydra puts the first ranks there). */
+static const char *master_addr(const options *o)
+{
+    return o->first_host[0] ? o->first_host : local_addr;
+}
+
+/* The job on other hosts: --hosts or --hostfile. */
+static bool on_hosts(const options *o) { return o->hosts || o->hostfile; }
+
+/* mpiexec's options for the hosts and the launcher, before -n: at most 6
+ * words into args; returns how many. */
+static int host_args(const options *o, char **args)
+{
+    int n = 0;
+    if (o->launcher_exec) {
+        /* Called as ssh is: 'PROGRAM -x HOST COMMAND...'. */
+        args[n++] = "-launcher";
+        args[n++] = "ssh";
+        args[n++] = "-launcher-exec";
+        args[n++] = o->launcher_exec;
+    }
+    if (o->hosts) {
+        args[n++] = "-hosts";
+        args[n++] = (char *)o->hosts;
+    } else if (o->hostfile) {
+        args[n++] = "-f";
+        args[n++] = o->hostfile;
+    }
+    return n;
+}
 static const char *const exec_rank_option = "--exec-rank";
 
 /* A TCP port nobody listens on now (for rank 0's c10d store); 0 if none. */
@@ -680,7 +842,14 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
     long long ranks = o->ranks, nd = devices.value, k = rpn.value;
     long long nnodes = k > 0 ? (ranks + k - 1) / k : 1;
     printf("orrun: dry run, nothing is launched\n");
-    printf("ranks:     %lld on this host\n", ranks);
+    if (o->hosts)
+        printf("ranks:     %lld on hosts %s (--hosts)\n", ranks, o->hosts);
+    else if (o->hostfile)
+        printf("ranks:     %lld on the hosts of %s (--hostfile)\n", ranks, o->hostfile);
+    else
+        printf("ranks:     %lld on this host\n", ranks);
+    if (o->launcher_exec)
+        printf("launcher:  %s (--launcher-exec), called as ssh is\n", o->launcher_exec);
     if (jt.topo) {
         printf("nodes:     %d virtual node%s: the nodes of topology %s (%s) that the job uses, ",
                jt.nodes_used, plural(jt.nodes_used), or_topo_name(jt.topo), jt.source);
@@ -705,6 +874,8 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
             printf(" (%s): each rank is a node\n", rpn.source);
         else
             printf(" (%s): rank r is on node r/%lld\n", rpn.source, k);
+    } else if (on_hosts(o)) {
+        printf("nodes:     one per host (%s: the ranks of each host are one node)\n", rpn.source);
     } else {
         printf("nodes:     1 (%s: the ranks of this host are one node)\n", rpn.source);
     }
@@ -735,7 +906,12 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
                "unbound)\n");
 
     char list[256];
-    if (bound) {
+    if (on_hosts(o)) {
+        /* orrun sees this host only, and Hydra decides how many ranks each
+         * host gets. */
+        printf("placement: each host places the devices of its own ranks on its own cores (not "
+               "planned here: orrun sees only this host)\n");
+    } else if (bound) {
         hwloc_bitmap_list_snprintf(list, sizeof list, mine);
         printf("placement: this process is bound to cpus %s, which every rank inherits: each "
                "rank splits them among its own %lld device%s\n",
@@ -752,7 +928,7 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
         return 1;
     }
     int rc = 0;
-    for (long long r = 0; r < ranks && rc == 0; r++) {
+    for (long long r = 0; r < ranks && rc == 0 && !on_hosts(o); r++) {
         int planned = bound ? or_placement_plan(topo, mine, 0, 1, (int)nd, places)
                             : or_placement_plan(topo, allowed, (int)r, (int)ranks, (int)nd, places);
         if (planned) {
@@ -807,7 +983,7 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
     if (addr)
         printf("  MASTER_ADDR=%s (already set, kept)\n", addr);
     else
-        printf("  MASTER_ADDR=%s\n", master_addr);
+        printf("  MASTER_ADDR=%s\n", master_addr(o));
     if (port)
         printf("  MASTER_PORT=%s (already set, kept)\n", port);
     else
@@ -817,6 +993,11 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
            exec_rank_option);
     printf("command:\n  ");
     print_word(mpiexec_path ? mpiexec_path : mpiexec);
+    char *hargs[6];
+    for (int a = 0, n = host_args(o, hargs); a < n; a++) {
+        putchar(' ');
+        print_word(hargs[a]);
+    }
     printf(" -n %lld ", ranks);
     print_word(self ? self : "orrun");
     printf(" %s --", exec_rank_option);
@@ -917,7 +1098,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    if (setenv("MASTER_ADDR", master_addr, 0) != 0 || setenv("WORLD_SIZE", world, 1) != 0) {
+    if (setenv("MASTER_ADDR", master_addr(&o), 0) != 0 || setenv("WORLD_SIZE", world, 1) != 0) {
         fprintf(stderr, "orrun: cannot set MASTER_ADDR: %s\n", strerror(errno));
         return 1;
     }
@@ -927,21 +1108,23 @@ int main(int argc, char **argv)
     int nprog = 0;
     while (o.program[nprog])
         nprog++;
-    char **args = calloc((size_t)nprog + 7, sizeof *args);
+    char **args = calloc((size_t)nprog + 13, sizeof *args);
     char ranks[24];
     if (!args) {
         fprintf(stderr, "orrun: out of memory\n");
         return 1;
     }
     snprintf(ranks, sizeof ranks, "%lld", o.ranks);
-    args[0] = (char *)mpiexec;
-    args[1] = "-n";
-    args[2] = ranks;
-    args[3] = self;
-    args[4] = (char *)exec_rank_option;
-    args[5] = "--";
-    memcpy(args + 6, o.program, (size_t)nprog * sizeof *args);
-    args[nprog + 6] = NULL;
+    int a = 0;
+    args[a++] = (char *)mpiexec;
+    a += host_args(&o, args + a);
+    args[a++] = "-n";
+    args[a++] = ranks;
+    args[a++] = self;
+    args[a++] = (char *)exec_rank_option;
+    args[a++] = "--";
+    memcpy(args + a, o.program, (size_t)nprog * sizeof *args);
+    args[nprog + a] = NULL;
     fflush(NULL);
     execv(path, args);
     /* Only reached when the exec failed. */

@@ -26,6 +26,7 @@ PACKAGES=(
     libxml2-dev
     valgrind
     gdb # backtraces of a test job that hangs (tests/mpi/run-mpi.sh)
+    iproute2 # test hosts in network namespaces (tests/hosts/or-hosts)
     ninja-build
 )
 VENV=.venv

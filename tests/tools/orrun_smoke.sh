@@ -152,6 +152,27 @@ expect "a thread level already set is kept, with a warning" status_and 0 level_k
 run env ORRUN_MPIEXEC="$fake" FAKE_STATUS=3 "$ORRUN" -n 1 -- prog
 expect "launch exits with mpiexec's status (3)" status_is 3
 
+# Other hosts: --hosts, --hostfile and --launcher-exec reach mpiexec (Hydra's
+# -hosts, -f, -launcher ssh -launcher-exec) before -n; rank 0's host is
+# MASTER_ADDR.
+launcher=$tmp/my-launcher
+printf '#!/bin/sh\nexit 0\n' >"$launcher"
+chmod +x "$launcher"
+run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 4 --hosts h1:2,h2:2 --launcher-exec "$launcher" -- prog a
+expect "--hosts and --launcher-exec pass to mpiexec as -launcher ssh -launcher-exec, -hosts" \
+    status_and 0 [ "$(arg_list)" = "-launcher|ssh|-launcher-exec|$launcher|-hosts|h1:2,h2:2|-n|4|$(sed -n 9p "$tmp/args")|--exec-rank|--|prog|a|" ]
+expect "--hosts: MASTER_ADDR is the first host" env_has MASTER_ADDR=h1
+printf '# the hosts\n\n  node-a:2 # first\nnode-b ifhn=eth0\n' >"$tmp/hostfile"
+run env ORRUN_MPIEXEC="$fake" ORRUN_LAUNCHER_EXEC="$launcher" "$ORRUN" -n 3 \
+    --hostfile="$tmp/hostfile" -- prog
+expect "--hostfile passes as -f FILE, ORRUN_LAUNCHER_EXEC as --launcher-exec" \
+    status_and 0 [ "$(arg_list | cut -d'|' -f1-8)" = "-launcher|ssh|-launcher-exec|$launcher|-f|$tmp/hostfile|-n|3" ]
+expect "--hostfile: MASTER_ADDR is the file's first host" env_has MASTER_ADDR=node-a
+run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 4 --hosts h1:2,h2:2 --dry-run -- prog
+expect "dry run on hosts: the hosts, a node per host, no plan of other hosts' cores" \
+    status_and 0 has_all '^ranks: +4 on hosts h1:2,h2:2 \(--hosts\)$' \
+    '^nodes: +one per host' '^placement: each host places' ' -hosts h1:2,h2:2 -n 4 '
+
 # --- real runs -----------------------------------------------------------------------
 
 if command -v mpiexec >/dev/null 2>&1; then
@@ -213,6 +234,21 @@ bad_args "no -n" "-n RANKS is required" -- prog
 bad_args "-n 0" "-n '0' is not valid: expected an integer from 1 to 4096" -n 0 -- prog
 bad_args "-n abc" "-n 'abc' is not valid: expected an integer from 1 to 4096" -n abc -- prog
 bad_args "-n 4097" "-n '4097' is not valid" -n 4097 -- prog
+bad_args "--hosts ''" "--hosts needs a host list" -n 2 --hosts= -- prog
+bad_args "--hosts h1,,h2" "--hosts 'h1,,h2' is not valid: '' is not host\[:n\]" -n 2 --hosts h1,,h2 -- prog
+bad_args "--hosts h1:0" "--hosts 'h1:0' is not valid: 'h1:0' is not host\[:n\]" -n 2 --hosts h1:0 -- prog
+bad_args "--hosts 'a b'" "'a b' is not host\[:n\]" -n 2 --hosts 'a b' -- prog
+bad_args "--hosts with --hostfile" "--hosts and --hostfile: give one" -n 2 --hosts h1 --hostfile "$tmp/hostfile" -- prog
+bad_args "--hostfile missing" "--hostfile '/nonexistent/hosts': No such file" -n 2 --hostfile /nonexistent/hosts -- prog
+printf '# nothing\n\n' >"$tmp/nohosts"
+bad_args "--hostfile of no host" "--hostfile .*/nohosts names no host" -n 2 --hostfile "$tmp/nohosts" -- prog
+printf 'h1:2\nh2 slots\n' >"$tmp/badhosts"
+bad_args "--hostfile bad word" "--hostfile .*/badhosts:2: 'slots' after the host is not key=value" -n 2 --hostfile "$tmp/badhosts" -- prog
+printf 'h1:x\n' >"$tmp/badcount"
+bad_args "--hostfile bad count" "--hostfile .*/badcount:1: 'h1:x' is not host\[:n\]" -n 2 --hostfile "$tmp/badcount" -- prog
+bad_args "--launcher-exec missing" "--launcher-exec '/nonexistent/launch': no such executable" -n 2 --launcher-exec /nonexistent/launch -- prog
+run env ORRUN_MPIEXEC="$fake" ORRUN_LAUNCHER_EXEC=/nonexistent/launch "$ORRUN" -n 2 -- prog
+expect "ORRUN_LAUNCHER_EXEC missing exits 2 naming it" usage_error "ORRUN_LAUNCHER_EXEC '/nonexistent/launch': no such executable"
 bad_args "-d 300" "-d '300' is not valid: expected an integer from 1 to 256" \
     -n 2 -d 300 -- prog
 bad_args "--bind socket" "--bind 'socket' is not valid: expected core, numa or none" \

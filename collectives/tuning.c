@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "occl_internal.h"
+#include "plugin.h"
 
 static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical",
                                                         "nvls"};
@@ -294,6 +295,7 @@ occl_algo occl_plan(const occl_call *c)
     occl_algo pick = OCCL_NUM_ALGOS;
     double best = INFINITY;
     unsigned cand = 0; /* allowed and eligible (a finite cost) */
+    double costs[OCCL_NUM_ALGOS];
     for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
         if (!(mask & has & (1u << a)))
             continue;
@@ -302,6 +304,7 @@ occl_algo occl_plan(const occl_call *c)
         double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(c, (occl_algo)a, bytes)
                       : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(c, (occl_algo)a, bytes)
                                                      : 0;
+        costs[a] = cost;
         if (cost < INFINITY)
             cand |= 1u << a;
         if (cost < best) {
@@ -320,6 +323,8 @@ occl_algo occl_plan(const occl_call *c)
         cached = e->used;
         pick = cached ? (occl_algo)e->algo : plan_from_model(c, cand, e);
     }
+    if (comm->tuner) /* an NCCL tuner plugin has the last word (tuner.c) */
+        pick = occl_tuner_choose(c, mask & has, costs, pick);
     if (timed)
         occl_log(OCCL_LOG_TRACE, "rank %d: %s of %zu x %s planned in %.2f us (%s)", comm->rank,
                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), (double)(now_ns() - t0) / 1e3,

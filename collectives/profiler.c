@@ -14,6 +14,9 @@
  *         ProxyOp       each transfer of a step, to or from one peer
  *           ProxyStep   the transfer's one step; its states carry transSize
  *
+ * (The exchange of entry clocks that precedes a call under virtual time is
+ * bookkeeping of the model, not the call's data: it is not reported.)
+ *
  * NCCL starts the API events in the user's call; OCCL starts them when the
  * task runs (the call's arguments are the same). Only the event types the
  * plugin's eActivationMask enables are started; a child whose parent is
@@ -39,6 +42,9 @@ struct occl_prof_comm {
     const occl_call *calls;
     int ncalls, cap;
     void **api, **task, **kernel;
+    /* Runs of transfers still to come that are not the calls' data: under
+     * virtual time occl_vrun first exchanges entry clocks with the peers. */
+    int skip_runs;
 };
 
 static bool resolve(void *handle, const char *name, const void **sym, int *version)
@@ -195,6 +201,8 @@ void occl_prof_calls_start(occlComm_t comm, const occl_call *calls, int n, uint6
     struct occl_prof_comm *p = comm->prof;
     p->calls = calls;
     p->ncalls = 0;
+    /* As occl_vrun decides to model the calls (vcost.c). */
+    p->skip_runs = or_vclock_virtual() && comm->nranks > 1 && (is_p2p(&calls[0]) || calls[0].count > 0);
     if (n > p->cap) {
         void **a = realloc(p->api, (size_t)n * sizeof *a), **t = a ? realloc(p->task, (size_t)n * sizeof *t) : NULL,
              **k = t ? realloc(p->kernel, (size_t)n * sizeof *k) : NULL;
@@ -275,6 +283,7 @@ void occl_prof_calls_stop(occlComm_t comm, uint64_t clock)
         stop(comm, p->api[i]);
     }
     p->ncalls = 0;
+    p->skip_runs = 0;
 }
 
 /* The call a transfer belongs to: the collective, or the point-to-point
@@ -293,6 +302,10 @@ occlResult_t occl_prof_xfers_run(occlComm_t comm, occl_xfer *x, int n,
                                  occlResult_t (*run)(occlComm_t, occl_xfer *, int))
 {
     struct occl_prof_comm *p = comm->prof;
+    if (p->skip_runs > 0) {
+        p->skip_runs--;
+        return run(comm, x, n);
+    }
     if (!(p->mask & (ncclProfileProxyOp | ncclProfileProxyStep)) || n <= 0)
         return run(comm, x, n);
     void *stack[2 * 8], **h = n <= 8 ? stack : calloc(2 * (size_t)n, sizeof *h);

@@ -1,0 +1,102 @@
+#!/bin/sh
+# NCCL tuner plugins drive OCCL's algorithm choice, and broken plugins are
+# refused: occl_perf on 2 ranks with OCCL_DEBUG=INFO, each run checking its
+# results (-c 1: no wrong element). The tuner (tests/collectives/plugins/
+# tuner_force.c, NCCL ABI v5, or v2 as libnccl-tuner-force2) forces the NCCL
+# algorithm TEST_TUNER_ALGO; OCCL alone picks direct for these all-reduces.
+# A refused plugin is a warning, and the job goes on without it.
+set -eu
+P=tests/collectives/plugins/.libs
+log=tests/mpi/occl_plugins.tuner.log
+passed=0
+failed=0
+out=
+run() { # run PROCS DEVICES RANKS_PER_NODE ENV...: occl_perf all-reduce of 4 KiB into $out
+    procs=$1 devs=$2 rpn=$3
+    shift 3
+    rm -f "$log"
+    out=$(timeout 120 mpiexec -n "$procs" env OPENREG_DEVICES="$devs" OPENREG_RANKS_PER_NODE="$rpn" \
+        OCCL_DEBUG=INFO OCCL_TIMEOUT_MS=30000 TEST_TUNER_LOG="$log" "$@" \
+        ./tests/perf/occl_perf --coll allreduce -g "$devs" -b 4K -e 4K -n 2 -w 1 -c 1 2>&1) ||
+        { echo "$out" | tail -20; echo "(occl_perf failed)"; return 1; }
+    wrong=$(echo "$out" | awk '/^ *[0-9]/ { print $9 + $13 }' | sort -u | tr '\n' ' ')
+    [ "$wrong" = "0 " ] || { echo "$out" | tail -20; echo "(wrong results: '$wrong')"; return 1; }
+}
+choices() { echo "$out" | sed -n 's/.*virtual nodes: \([a-z]*\)$/\1/p' | sort -u | tr '\n' ' '; }
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "$out" | tail -12; echo "FAIL $1"; failed=$((failed + 1)); }
+
+# tuned LABEL WANT NCCL_ALGO PROCS DEVICES RANKS_PER_NODE ENV...: every choice is WANT,
+# each logged as the tuner's; each rank's tuner was asked once per call (the
+# funcs it logs: ncclFuncAllReduce) and finalized once.
+tuned() {
+    label=$1 want=$2 algo=$3
+    shift 3
+    if ! run "$@" TEST_TUNER_ALGO="$algo"; then fail "$label"; return; fi
+    ranks=$(($1 * $2))
+    asked=$(echo "$out" | grep -c "tuner plugin chose $algo/SIMPLE: $want (OCCL's own: " || true)
+    calls=$(echo "$out" | grep -c "virtual nodes: [a-z]*$" || true)
+    told=$(awk -v r="$ranks" '$3 == "nranks=" r && $6 ~ /^funcs=4(,4)*$/ { sub("calls=", "", $5); n += $5 }
+        END { print n + 0 }' "$log")
+    if [ "$(choices)" = "$want " ] && [ "$asked" -gt 0 ] && [ "$asked" -eq "$calls" ] &&
+        [ "$told" -eq "$calls" ] && [ "$(wc -l < "$log")" -eq "$ranks" ]; then
+        ok "$label: $want"
+    else
+        cat "$log" 2>/dev/null || true
+        fail "$label: logged '$(choices)', $asked tuner choices (want $want)"
+    fi
+}
+tuned "v5 by path, TREE" tree TREE 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+tuned "v5, RING" ring RING 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+tuned "v5, NVLS" nvls NVLS 2 1 2 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+tuned "v5, COLLNET_CHAIN on 2 nodes x 2" hierarchical COLLNET_CHAIN 2 2 1 \
+    OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+# A bare name resolves as NCCL's: libnccl-tuner-<name>.so on the library path.
+tuned "v2 by name, TREE" tree TREE 2 1 1 OCCL_TUNER_PLUGIN=force2 LD_LIBRARY_PATH=$P
+# NCCL's variable works; OCCL's wins over it.
+tuned "NCCL_TUNER_PLUGIN" tree TREE 2 1 1 NCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+tuned "OCCL_ over NCCL_" ring RING 2 1 1 NCCL_TUNER_PLUGIN=/nonexistent.so \
+    OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+
+# OCCL_ALGO still limits what the tuner is offered: it cannot get tree.
+if run 2 1 1 OCCL_ALGO=ring,direct OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
+    [ "$(choices)" = "direct " ] && echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct"; then
+    ok "OCCL_ALGO limits the offer"
+else
+    fail "OCCL_ALGO limits the offer: '$(choices)'"
+fi
+
+# refused LABEL MESSAGE ENV...: warned about with MESSAGE, the run goes on
+# with OCCL's own choice, and no tuner is consulted.
+refused() {
+    label=$1 msg=$2
+    shift 2
+    if run 2 1 1 TEST_TUNER_ALGO=TREE "$@" && echo "$out" | grep -q "occl WARN: .*$msg" &&
+        [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "tuner plugin chose"; then
+        ok "refused: $label"
+    else
+        fail "refused: $label (want a warning matching '$msg')"
+    fi
+}
+refused "missing file" "tuner plugin '/nonexistent/libx.so' (OCCL_TUNER_PLUGIN) refused: .*No such file" \
+    OCCL_TUNER_PLUGIN=/nonexistent/libx.so
+refused "unknown name" "tuner plugin 'nosuch' (OCCL_TUNER_PLUGIN) refused: .*libnccl-tuner-nosuch.so" \
+    OCCL_TUNER_PLUGIN=nosuch
+refused "no symbol" "no symbol ncclTunerPlugin_v6 .. _v2 in it" OCCL_TUNER_PLUGIN=$P/libbroken-nosym.so
+refused "unknown version" "exports ncclTunerPlugin_v9, a version OCCL does not support" \
+    OCCL_TUNER_PLUGIN=$P/libbroken-tuner-v9.so
+refused "init fails" "tuner plugin '.*libbroken-init.so' refused for comm .*: init returned 3" \
+    OCCL_TUNER_PLUGIN=$P/libbroken-init.so
+refused "profiler of an old version" "exports ncclProfiler_v1, a version OCCL does not support" \
+    OCCL_PROFILER_PLUGIN=$P/libbroken-profiler-v1.so
+refused "profiler without symbol" "no symbol ncclProfiler_v6 .. _v4" OCCL_PROFILER_PLUGIN=$P/libbroken-nosym.so
+# "none" is no plugin, and no warning.
+if run 2 1 1 OCCL_TUNER_PLUGIN=none NCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
+    [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "WARN"; then
+    ok "none"
+else
+    fail "none"
+fi
+rm -f "$log"
+echo "occl plugins: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -12,7 +12,10 @@
  *                       in pTimer: virtual ns under OPENREG_TIME=virtual,
  *                       else CLOCK_MONOTONIC ns
  *         ProxyOp       each transfer of a step, to or from one peer
- *           ProxyStep   the transfer's one step; its states carry transSize
+ *           ProxyStep   the transfer's one step; its states carry transSize:
+ *                       SendGPUWait, SendPeerWait, SendWait when a send is
+ *                       posted; RecvWait when a receive is, RecvFlushWait
+ *                       and RecvGPUWait when its data has arrived
  *
  * (The exchange of entry clocks that precedes a call under virtual time is
  * bookkeeping of the model, not the call's data: it is not reported.)
@@ -109,7 +112,7 @@ void occl_prof_comm_init(occlComm_t comm)
         p->mask &= 0xff; /* v4 descriptors name their type in one byte */
     comm->prof = p;
     OCCL_INFO("rank %d: comm %016llx uses profiler plugin '%s' (v%d), event mask 0x%x", comm->rank,
-              (unsigned long long)comm->id, lib->name, lib->version, (unsigned)p->mask);
+              (unsigned long long)comm->id, *(const char *const *)lib->sym, lib->version, (unsigned)p->mask);
 }
 
 void occl_prof_comm_fini(occlComm_t comm)
@@ -328,13 +331,23 @@ occlResult_t occl_prof_xfers_run(occlComm_t comm, occl_xfer *x, int n,
         d = (ncclProfilerEventDescr_v6_t){.type = ncclProfileProxyStep, .parentObj = h[2 * i]};
         d.proxyStep.step = 0;
         h[2 * i + 1] = start(comm, &d);
+        /* NCCL's states in its order: a send's data is ready and posted at
+         * once (GPU wait, peer wait, then the wait for the transfer); a
+         * receive waits for the data, then flushes and hands it over. */
         ncclProfilerEventStateArgs_v5_t a = {.proxyStep = {.transSize = x[i].bytes}};
-        record(comm, h[2 * i + 1], send ? ncclProfilerProxyStepSendWait : ncclProfilerProxyStepRecvWait, &a);
+        if (send) {
+            record(comm, h[2 * i + 1], ncclProfilerProxyStepSendGPUWait, &a);
+            record(comm, h[2 * i + 1], ncclProfilerProxyStepSendPeerWait_v4, &a);
+            record(comm, h[2 * i + 1], ncclProfilerProxyStepSendWait, &a);
+        } else {
+            record(comm, h[2 * i + 1], ncclProfilerProxyStepRecvWait, &a);
+        }
     }
     occlResult_t res = run(comm, x, n);
     for (int i = 0; i < n; i++) {
         if (x[i].kind == OCCL_XFER_RECV && res == occlSuccess) {
             ncclProfilerEventStateArgs_v5_t a = {.proxyStep = {.transSize = x[i].bytes}};
+            record(comm, h[2 * i + 1], ncclProfilerProxyStepRecvFlushWait, &a);
             record(comm, h[2 * i + 1], ncclProfilerProxyStepRecvGPUWait, &a);
         }
         stop(comm, h[2 * i + 1]);

@@ -51,6 +51,13 @@ tuned "v5, RING" ring RING 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
 tuned "v5, NVLS" nvls NVLS 2 1 2 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
 tuned "v5, COLLNET_CHAIN on 2 nodes x 2" hierarchical COLLNET_CHAIN 2 2 1 \
     OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
+# A library with both v6 and v5 is used through v6, the newest.
+tuned "v6 and v5 in one library" tree TREE 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force6.so
+if [ "$(grep -c '^tuner v6 ' "$log")" -eq 2 ] && echo "$out" | grep -q "NCCL interface v6"; then
+    ok "v6 is the one used"
+else
+    fail "v6 is the one used: $(cat "$log")"
+fi
 # A bare name resolves as NCCL's: libnccl-tuner-<name>.so on the library path.
 tuned "v2 by name, TREE" tree TREE 2 1 1 OCCL_TUNER_PLUGIN=force2 LD_LIBRARY_PATH=$P
 # NCCL's variable works; OCCL's wins over it.
@@ -92,7 +99,7 @@ refused "profiler of an old version" "exports ncclProfiler_v1, a version OCCL do
 refused "profiler without symbol" "no symbol ncclProfiler_v6 .. _v4" OCCL_PROFILER_PLUGIN=$P/libbroken-nosym.so
 # "none" is no plugin, and no warning.
 if run 2 1 1 OCCL_TUNER_PLUGIN=none NCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
-    [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "WARN"; then
+    [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "occl WARN"; then
     ok "none"
 else
     fail "none"

@@ -1,7 +1,7 @@
 /*
  * A profiler plugin written only against NCCL's plugin ABI
  * (nccl_plugin_abi.h, as NCCL's plugins/profiler/example is against NCCL's
- * headers), v5 interface: it enables the event types in TEST_PROFILER_MASK
+ * headers), v5 interface (v4 with -DPROFILER_V4): it enables the event types in TEST_PROFILER_MASK
  * (a number; default: all the ones OCCL emits), counts every event started
  * and stopped per type, checks each event's parent, sums the sizes the
  * events carry, and at finalize writes them to TEST_PROFILER_OUT.<rank> as
@@ -43,15 +43,20 @@ static int bit(uint64_t type)
     return -1;
 }
 
-/* The parent a type hangs from in NCCL's v5 hierarchy (0: none checked). */
+/* The parent a type hangs from in NCCL's hierarchy (0: none checked). */
 static uint64_t parent_type(uint64_t type)
 {
     switch (type) {
     case ncclProfileGroup: return ncclProfileGroupApi;
     case ncclProfileCollApi:
     case ncclProfileP2pApi: return ncclProfileGroupApi;
+#ifdef PROFILER_V4
+    case ncclProfileColl:
+    case ncclProfileP2p: return ncclProfileGroup; /* v4 has no API events */
+#else
     case ncclProfileColl: return ncclProfileCollApi;
     case ncclProfileP2p: return ncclProfileP2pApi;
+#endif
     case ncclProfileProxyStep: return ncclProfileProxyOp;
     case ncclProfileProxyOp:
     case ncclProfileKernelCh: return ncclProfileColl | ncclProfileP2p;
@@ -59,8 +64,8 @@ static uint64_t parent_type(uint64_t type)
     }
 }
 
-static ncclResult_t init(void **context_, uint64_t commId, int *eActivationMask, const char *commName, int nNodes,
-                         int nranks, int rank, ncclDebugLogger_t logfn)
+static ncclResult_t init(void **context_, int *eActivationMask, const char *commName, int nNodes, int nranks,
+                         int rank, ncclDebugLogger_t logfn)
 {
     context *c = calloc(1, sizeof *c);
     if (!c)
@@ -77,9 +82,18 @@ static ncclResult_t init(void **context_, uint64_t commId, int *eActivationMask,
     return ncclSuccess;
 }
 
-static ncclResult_t start_event(void *context_, void **eHandle, ncclProfilerEventDescr_v5_t *d)
+/* What a descriptor of either version says, for start(). */
+typedef struct {
+    uint64_t type;
+    const void *parent;
+    int rank;
+    size_t coll_count, p2p_count;
+    const char *func;
+    uint64_t timer;
+} seen;
+
+static ncclResult_t start(context *c, void **eHandle, const seen *d)
 {
-    context *c = context_;
     *eHandle = NULL;
     int b = bit(d->type);
     if (b < 0 || !(c->mask & (int)d->type) || d->rank != c->rank) {
@@ -87,7 +101,7 @@ static ncclResult_t start_event(void *context_, void **eHandle, ncclProfilerEven
         return ncclSuccess;
     }
     uint64_t want = parent_type(d->type);
-    const event *parent = d->parentObj;
+    const event *parent = d->parent;
     /* A parent of a type the mask leaves out is NULL; else it must be one. */
     if (want && (c->mask & (int)want) && (!parent || !(parent->type & want)))
         c->orphans++;
@@ -98,16 +112,34 @@ static ncclResult_t start_event(void *context_, void **eHandle, ncclProfilerEven
     e->ctx = c;
     c->start[b]++;
     if (d->type == ncclProfileColl) {
-        c->coll_count += d->coll.count;
+        c->coll_count += d->coll_count;
         size_t len = strlen(c->funcs);
-        snprintf(c->funcs + len, sizeof c->funcs - len, "%s%s", len ? "," : "", d->coll.func);
+        snprintf(c->funcs + len, sizeof c->funcs - len, "%s%s", len ? "," : "", d->func);
     } else if (d->type == ncclProfileP2p) {
-        c->p2p_count += d->p2p.count;
+        c->p2p_count += d->p2p_count;
     } else if (d->type == ncclProfileKernelCh) {
-        e->t0 = d->kernelCh.pTimer;
+        e->t0 = d->timer;
     }
     *eHandle = e;
     return ncclSuccess;
+}
+
+#ifdef PROFILER_V4
+static ncclResult_t start_event(void *context_, void **eHandle, ncclProfilerEventDescr_v4_t *d)
+#else
+static ncclResult_t start_event(void *context_, void **eHandle, ncclProfilerEventDescr_v5_t *d)
+#endif
+{
+    seen s = {.type = d->type, .parent = d->parentObj, .rank = d->rank};
+    if (d->type == ncclProfileColl) {
+        s.coll_count = d->coll.count;
+        s.func = d->coll.func;
+    } else if (d->type == ncclProfileP2p) {
+        s.p2p_count = d->p2p.count;
+    } else if (d->type == ncclProfileKernelCh) {
+        s.timer = d->kernelCh.pTimer;
+    }
+    return start(context_, eHandle, &s);
 }
 
 static ncclResult_t stop_event(void *eHandle)
@@ -158,4 +190,20 @@ static ncclResult_t finalize(void *context_)
     return ncclSuccess;
 }
 
-const ncclProfiler_v5_t ncclProfiler_v5 = {"test-count", init, start_event, stop_event, record_state, finalize};
+#ifdef PROFILER_V4
+static ncclResult_t init_v4(void **context_, int *eActivationMask, const char *commName, uint64_t commHash,
+                            int nNodes, int nranks, int rank, ncclDebugLogger_t logfn)
+{
+    return init(context_, eActivationMask, commName, nNodes, nranks, rank, logfn);
+}
+
+const ncclProfiler_v4_t ncclProfiler_v4 = {"test-count-v4", init_v4, start_event, stop_event, record_state, finalize};
+#else
+static ncclResult_t init_v5(void **context_, uint64_t commId, int *eActivationMask, const char *commName, int nNodes,
+                            int nranks, int rank, ncclDebugLogger_t logfn)
+{
+    return init(context_, eActivationMask, commName, nNodes, nranks, rank, logfn);
+}
+
+const ncclProfiler_v5_t ncclProfiler_v5 = {"test-count", init_v5, start_event, stop_event, record_state, finalize};
+#endif

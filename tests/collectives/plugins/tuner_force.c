@@ -5,7 +5,8 @@
  * "COLLNET_CHAIN", "NVLS") wherever the core offers it, and at finalize
  * appends what it was asked to the file TEST_TUNER_LOG:
  *   tuner v<N> nranks=<n> nnodes=<n> calls=<n> funcs=<ncclFunc_t ids>
- * Built as the v5 interface, or as v2 with -DTUNER_V2.
+ * Built as the v5 interface, as v2 with -DTUNER_V2, or as v6 and v5 with
+ * -DTUNER_V6.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -117,4 +118,11 @@ static ncclResult_t get_v5(void *ctx, ncclFunc_t f, size_t nBytes, int numPipeOp
 static ncclResult_t finalize_v5(void *ctx) { return finish(ctx, 5); }
 
 const ncclTuner_v5_t ncclTunerPlugin_v5 = {"test-force", init_v5, get_v5, finalize_v5};
+
+#ifdef TUNER_V6
+/* Both v6 and v5, as NCCL's example: the newest must be the one used. */
+static ncclResult_t finalize_v6(void *ctx) { return finish(ctx, 6); }
+
+const ncclTuner_v6_t ncclTunerPlugin_v6 = {"test-force-v6", init_v5, get_v5, finalize_v6, NULL};
+#endif
 #endif

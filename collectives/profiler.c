@@ -25,7 +25,9 @@
  * plugin's eActivationMask enables are started; a child whose parent is
  * not enabled gets a NULL parentObj.
  */
+#include <ctype.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -177,6 +179,27 @@ static const char *func_name(occl_coll c)
     return (unsigned)c <= OCCL_COLL_RECV ? names[c] : "?";
 }
 
+/* NCCL's names (ncclDatatypeToString): "nccl" and OCCL's name capitalized,
+ * "float32" -> "ncclFloat32". Kept for the process: plugins keep the
+ * pointers. */
+#define TYPE_NAMES 64
+static char type_names[TYPE_NAMES][32];
+static pthread_once_t type_names_once = PTHREAD_ONCE_INIT;
+
+static void type_names_make(void)
+{
+    for (int t = 0; t < TYPE_NAMES; t++) {
+        const char *o = occl_type_name((occlDataType_t)t);
+        snprintf(type_names[t], sizeof type_names[t], "nccl%c%s", toupper((unsigned char)o[0]), o[0] ? o + 1 : "");
+    }
+}
+
+static const char *type_name(occlDataType_t t)
+{
+    pthread_once(&type_names_once, type_names_make);
+    return (unsigned)t < TYPE_NAMES ? type_names[t] : "unknown";
+}
+
 static bool is_p2p(const occl_call *c) { return c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV; }
 
 static uint64_t timer(uint64_t clock) { return or_vclock_virtual() ? clock : or_trace_now(); }
@@ -223,7 +246,7 @@ void occl_prof_calls_start(occlComm_t comm, const occl_call *calls, int n, uint6
     p->ncalls = n;
     for (int i = 0; i < n; i++) {
         const occl_call *c = &calls[i];
-        const char *type = occl_type_name(c->type);
+        const char *type = type_name(c->type);
         ncclProfilerEventDescr_v6_t d = {.parentObj = p->group_api};
         if (is_p2p(c)) {
             d.type = ncclProfileP2pApi;

@@ -40,6 +40,23 @@ static bool loaded(const char *env)
     return h != NULL;
 }
 
+/* The text of key in file (static storage). */
+static const char *text(const char *file, const char *key)
+{
+    static char out[512];
+    FILE *f = fopen(file, "r");
+    CHECK(f != NULL);
+    char k[64], v[512];
+    out[0] = '\0';
+    while (fscanf(f, "%63s %511s", k, v) == 2)
+        if (strcmp(k, key) == 0)
+            snprintf(out, sizeof out, "%s", v);
+    fclose(f);
+    if (!out[0])
+        mpitest_fail(__FILE__, __LINE__, "no value for ", key);
+    return out;
+}
+
 static unsigned long long value(const char *file, const char *key)
 {
     FILE *f = fopen(file, "r");
@@ -132,6 +149,13 @@ int main(int argc, char **argv)
     CHECK(value(file, "orphans") == 0);
     CHECK(value(file, "coll.count") == ((mask & ncclProfileColl) ? N : 0));
     CHECK(value(file, "p2p.count") == ((mask & ncclProfileP2p) ? 2 * M : 0));
+    /* NCCL's names: the function and ncclDatatypeToString's type. */
+    CHECK(strcmp(text(file, "coll.funcs"), (mask & ncclProfileColl) ? "AllReduce" : "-") == 0);
+    const char *types = (mask & ncclProfileColl) && (mask & ncclProfileP2p) ? "ncclFloat32,ncclFloat32,ncclFloat32"
+                        : (mask & ncclProfileColl)                        ? "ncclFloat32"
+                        : (mask & ncclProfileP2p)                         ? "ncclFloat32,ncclFloat32"
+                                                                          : "-";
+    CHECK(strcmp(text(file, "types"), types) == 0);
     /* Ring all-reduce: n-1 chunks out in the reduce-scatter, n-1 in the
      * all-gather; the Send: M floats. */
     unsigned long long bytes = (mask & ncclProfileProxyStep)

@@ -9,6 +9,7 @@
  *   start.<bit> / stop.<bit>  events of type 1<<bit started / stopped
  *   coll.count, p2p.count     elements of the Coll / P2p events
  *   coll.funcs                their functions, in order
+ *   types                     the Coll and P2p events' datatypes, in order
  *   send.bytes, recv.bytes    transSize of ProxyStep SendWait / RecvGPUWait
  *   kernel.ns, kernel.end     KernelCh: summed stop-start pTimer, last stop
  *   orphans                   events whose parent was not the type expected
@@ -27,6 +28,7 @@ typedef struct {
     unsigned long long coll_count, p2p_count, send_bytes, recv_bytes, kernel_ns, kernel_end;
     long orphans;
     char funcs[512];
+    char types[512]; /* the Coll and P2p events' datatypes, in order */
 } context;
 
 typedef struct {
@@ -88,7 +90,7 @@ typedef struct {
     const void *parent;
     int rank;
     size_t coll_count, p2p_count;
-    const char *func;
+    const char *func, *datatype;
     uint64_t timer;
 } seen;
 
@@ -111,6 +113,10 @@ static ncclResult_t start(context *c, void **eHandle, const seen *d)
     e->type = d->type;
     e->ctx = c;
     c->start[b]++;
+    if (d->datatype) {
+        size_t len = strlen(c->types);
+        snprintf(c->types + len, sizeof c->types - len, "%s%s", len ? "," : "", d->datatype);
+    }
     if (d->type == ncclProfileColl) {
         c->coll_count += d->coll_count;
         size_t len = strlen(c->funcs);
@@ -134,8 +140,10 @@ static ncclResult_t start_event(void *context_, void **eHandle, ncclProfilerEven
     if (d->type == ncclProfileColl) {
         s.coll_count = d->coll.count;
         s.func = d->coll.func;
+        s.datatype = d->coll.datatype;
     } else if (d->type == ncclProfileP2p) {
         s.p2p_count = d->p2p.count;
+        s.datatype = d->p2p.datatype;
     } else if (d->type == ncclProfileKernelCh) {
         s.timer = d->kernelCh.pTimer;
     }
@@ -179,9 +187,9 @@ static ncclResult_t finalize(void *context_)
         if (f) {
             for (int b = 0; b < NTYPES; b++)
                 fprintf(f, "start.%d %ld\nstop.%d %ld\n", b, c->start[b], b, c->stop[b]);
-            fprintf(f, "coll.count %llu\np2p.count %llu\ncoll.funcs %s\nsend.bytes %llu\nrecv.bytes %llu\n"
+            fprintf(f, "coll.count %llu\np2p.count %llu\ncoll.funcs %s\ntypes %s\nsend.bytes %llu\nrecv.bytes %llu\n"
                        "kernel.ns %llu\nkernel.end %llu\norphans %ld\n",
-                    c->coll_count, c->p2p_count, c->funcs[0] ? c->funcs : "-", c->send_bytes, c->recv_bytes,
+                    c->coll_count, c->p2p_count, c->funcs[0] ? c->funcs : "-", c->types[0] ? c->types : "-", c->send_bytes, c->recv_bytes,
                     c->kernel_ns, c->kernel_end, c->orphans);
             fclose(f);
         }

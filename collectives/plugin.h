@@ -60,9 +60,11 @@ struct occl_tuner_comm;
 void occl_tuner_comm_init(occlComm_t comm);
 void occl_tuner_comm_fini(occlComm_t comm);
 /* The tuner's choice for c among the algorithms in `avail` (a bit per
- * occl_algo), given OCCL's own costs (us, INFINITY: not by itself) and its
- * pick. Only called with comm->tuner set. */
-occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us, occl_algo pick);
+ * occl_algo), given OCCL's own costs (us, INFINITY: not by itself), in
+ * virtual time the model's estimates (ns, UINT64_MAX: none; else NULL), and
+ * its pick. Only called with comm->tuner set. */
+occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us, const uint64_t *est_ns,
+                            occl_algo pick);
 
 /* ---- profiler (profiler.c) ---- */
 

@@ -183,7 +183,8 @@ static ncclResult_t ask(struct occl_tuner_comm *t, ncclFunc_t f, size_t bytes, f
     }
 }
 
-occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us, occl_algo pick)
+occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us, const uint64_t *est_ns,
+                            occl_algo pick)
 {
     occlComm_t comm = c->comm;
     struct occl_tuner_comm *t = comm->tuner;
@@ -203,7 +204,9 @@ occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *co
     for (int a = 0; a < OCCL_NUM_ALGOS; a++)
         if (avail & (1u << a)) {
             int id = nccl_of_occl[a];
-            table[id][NCCL_PROTO_SIMPLE] = isfinite(cost_us[a]) ? (float)cost_us[a] : LAST_RESORT_US;
+            table[id][NCCL_PROTO_SIMPLE] = est_ns && est_ns[a] != UINT64_MAX ? (float)((double)est_ns[a] / 1e3)
+                                           : isfinite(cost_us[a])            ? (float)cost_us[a]
+                                                                             : LAST_RESORT_US;
             offered[id] = true;
         }
     t->calls++;

@@ -324,7 +324,7 @@ occl_algo occl_plan(const occl_call *c)
         pick = cached ? (occl_algo)e->algo : plan_from_model(c, cand, e);
     }
     if (comm->tuner) /* an NCCL tuner plugin has the last word (tuner.c) */
-        pick = occl_tuner_choose(c, mask & has, costs, pick);
+        pick = occl_tuner_choose(c, mask & has, costs, e ? e->est_ns : NULL, pick);
     if (timed)
         occl_log(OCCL_LOG_TRACE, "rank %d: %s of %zu x %s planned in %.2f us (%s)", comm->rank,
                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), (double)(now_ns() - t0) / 1e3,

@@ -65,6 +65,18 @@ tuned "NCCL_TUNER_PLUGIN" tree TREE 2 1 1 NCCL_TUNER_PLUGIN=$P/libnccl-tuner-for
 tuned "OCCL_ over NCCL_" ring RING 2 1 1 NCCL_TUNER_PLUGIN=/nonexistent.so \
     OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
 
+# A tuner that leaves the table as it is gets OCCL's own choice: the table
+# holds OCCL's costs (the formulas', in virtual time the model's).
+for mode in wall virtual; do
+    if run 2 1 2 OPENREG_TIME=$mode OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=KEEP &&
+        [ "$(echo "$out" | grep -c "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct (OCCL's own: direct)")" -gt 0 ] &&
+        ! echo "$out" | grep "tuner plugin chose" | grep -qv "(OCCL's own: direct)"; then
+        ok "an untouched table gives OCCL's choice ($mode time)"
+    else
+        fail "an untouched table gives OCCL's choice ($mode time)"
+    fi
+done
+
 # OCCL_ALGO still limits what the tuner is offered: it cannot get tree.
 if run 2 1 1 OCCL_ALGO=ring,direct OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
     [ "$(choices)" = "direct " ] && echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct"; then

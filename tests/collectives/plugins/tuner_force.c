@@ -2,7 +2,8 @@
  * A tuner plugin written only against NCCL's plugin ABI (nccl_plugin_abi.h,
  * as NCCL's plugins/tuner/example is against NCCL's headers): it forces the
  * algorithm named by TEST_TUNER_ALGO ("RING", "TREE", "COLLNET_DIRECT",
- * "COLLNET_CHAIN", "NVLS") wherever the core offers it, and at finalize
+ * "COLLNET_CHAIN", "NVLS") wherever the core offers it ("KEEP": the v5 build
+ * leaves the core's table as it is), and at finalize
  * appends what it was asked to the file TEST_TUNER_LOG:
  *   tuner v<N> nranks=<n> nnodes=<n> calls=<n> funcs=<ncclFunc_t ids>
  * Built as the v5 interface, as v2 with -DTUNER_V2, or as v6 and v5 with
@@ -29,7 +30,7 @@ typedef struct {
 static ncclResult_t make(void **ctx, size_t nRanks, size_t nNodes, ncclDebugLogger_t logfn)
 {
     const char *want = getenv("TEST_TUNER_ALGO");
-    int algo = -1;
+    int algo = want && strcmp(want, "KEEP") == 0 ? NCCL_NUM_ALGORITHMS : -1;
     for (int a = 0; want && a < NCCL_NUM_ALGORITHMS; a++)
         if (strcmp(want, algos[a]) == 0)
             algo = a;
@@ -110,7 +111,7 @@ static ncclResult_t get_v5(void *ctx, ncclFunc_t f, size_t nBytes, int numPipeOp
     float(*table)[NCCL_NUM_PROTOCOLS] = (float(*)[NCCL_NUM_PROTOCOLS])collCostTable;
     if (numAlgo != NCCL_NUM_ALGORITHMS || numProto != NCCL_NUM_PROTOCOLS)
         return ncclInternalError;
-    if (table[c->algo][NCCL_PROTO_SIMPLE] != NCCL_ALGO_PROTO_IGNORE)
+    if (c->algo < NCCL_NUM_ALGORITHMS && table[c->algo][NCCL_PROTO_SIMPLE] != NCCL_ALGO_PROTO_IGNORE)
         table[c->algo][NCCL_PROTO_SIMPLE] = 0.0f;
     return ncclSuccess;
 }

@@ -47,7 +47,6 @@ tuned() {
     fi
 }
 tuned "v5 by path, TREE" tree TREE 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
-tuned "v5, RING" ring RING 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
 tuned "v5, NVLS" nvls NVLS 2 1 2 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
 tuned "v5, COLLNET_CHAIN on 2 nodes x 2" hierarchical COLLNET_CHAIN 2 2 1 \
     OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so
@@ -85,30 +84,31 @@ else
     fail "OCCL_ALGO limits the offer: '$(choices)'"
 fi
 
-# refused LABEL MESSAGE ENV...: warned about with MESSAGE, the run goes on
-# with OCCL's own choice, and no tuner is consulted.
+# refused LABEL MESSAGE MESSAGE2 ENV...: warned about with MESSAGE (and
+# MESSAGE2 unless "-"), the run goes on with OCCL's own choice, and no tuner
+# is consulted.
 refused() {
-    label=$1 msg=$2
-    shift 2
+    label=$1 msg=$2 msg2=$3
+    shift 3
     if run 2 1 1 TEST_TUNER_ALGO=TREE "$@" && echo "$out" | grep -q "occl WARN: .*$msg" &&
+        { [ "$msg2" = - ] || echo "$out" | grep -q "occl WARN: .*$msg2"; } &&
         [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "tuner plugin chose"; then
         ok "refused: $label"
     else
         fail "refused: $label (want a warning matching '$msg')"
     fi
 }
-refused "missing file" "tuner plugin '/nonexistent/libx.so' (OCCL_TUNER_PLUGIN) refused: .*No such file" \
+refused "missing file" "tuner plugin '/nonexistent/libx.so' (OCCL_TUNER_PLUGIN) refused: .*No such file" - \
     OCCL_TUNER_PLUGIN=/nonexistent/libx.so
-refused "unknown name" "tuner plugin 'nosuch' (OCCL_TUNER_PLUGIN) refused: .*libnccl-tuner-nosuch.so" \
+refused "unknown name" "tuner plugin 'nosuch' (OCCL_TUNER_PLUGIN) refused: .*libnccl-tuner-nosuch.so" - \
     OCCL_TUNER_PLUGIN=nosuch
-refused "no symbol" "no symbol ncclTunerPlugin_v6 .. _v2 in it" OCCL_TUNER_PLUGIN=$P/libbroken-nosym.so
-refused "unknown version" "exports ncclTunerPlugin_v9, a version OCCL does not support" \
-    OCCL_TUNER_PLUGIN=$P/libbroken-tuner-v9.so
-refused "init fails" "tuner plugin '.*libbroken-init.so' refused for comm .*: init returned 3" \
+refused "no symbol" "no symbol ncclTunerPlugin_v6 .. _v2 in it" "no symbol ncclProfiler_v6 .. _v4" \
+    OCCL_TUNER_PLUGIN=$P/libbroken-nosym.so OCCL_PROFILER_PLUGIN=$P/libbroken-nosym.so
+refused "unknown version, old version" "exports ncclTunerPlugin_v9, a version OCCL does not support" \
+    "exports ncclProfiler_v1, a version OCCL does not support" \
+    OCCL_TUNER_PLUGIN=$P/libbroken-tuner-v9.so OCCL_PROFILER_PLUGIN=$P/libbroken-profiler-v1.so
+refused "init fails" "tuner plugin '.*libbroken-init.so' refused for comm .*: init returned 3" - \
     OCCL_TUNER_PLUGIN=$P/libbroken-init.so
-refused "profiler of an old version" "exports ncclProfiler_v1, a version OCCL does not support" \
-    OCCL_PROFILER_PLUGIN=$P/libbroken-profiler-v1.so
-refused "profiler without symbol" "no symbol ncclProfiler_v6 .. _v4" OCCL_PROFILER_PLUGIN=$P/libbroken-nosym.so
 # "none" is no plugin, and no warning.
 if run 2 1 1 OCCL_TUNER_PLUGIN=none NCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
     [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "occl WARN"; then

@@ -60,11 +60,11 @@ static bool resolve(void *handle, const char *name, const void **sym, int *versi
         const void *p = dlsym(handle, s);
         if (!p)
             continue;
-        /* Every version starts with name, init, getCollInfo. */
+        /* Every version starts with name, init, getCollInfo, then its
+         * finalize (destroy before v5). */
         const ncclTuner_v4_t *t = p;
-        if (!t->name || !t->init || !t->getCollInfo) {
-            OCCL_WARN("tuner plugin '%s' refused: %s has no name, init or getCollInfo; continuing without it",
-                      name, s);
+        if (!t->name || !t->init || !t->getCollInfo || !t->destroy) {
+            OCCL_WARN("tuner plugin '%s' refused: %s lacks a name or a function; continuing without it", name, s);
             return false;
         }
         *sym = p;

@@ -115,6 +115,8 @@ refused "unknown version, old version" "exports ncclTunerPlugin_v9, a version OC
     OCCL_TUNER_PLUGIN=$P/libbroken-tuner-v9.so OCCL_PROFILER_PLUGIN=$P/libbroken-profiler-v1.so
 refused "init fails" "tuner plugin '.*libbroken-init.so' refused for comm .*: init returned 3" - \
     OCCL_TUNER_PLUGIN=$P/libbroken-init.so
+refused "a NULL function" "refused: ncclTunerPlugin_v4 lacks a name or a function" - \
+    OCCL_TUNER_PLUGIN=$P/libbroken-nullfn.so
 # "none" is no plugin, and no warning.
 if run 2 1 1 OCCL_TUNER_PLUGIN=none NCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
     [ "$(choices)" = "direct " ] && ! echo "$out" | grep -q "occl WARN"; then

@@ -5,6 +5,7 @@
  *   BROKEN_TUNER_V9 a tuner of a version that does not exist (ncclTunerPlugin_v9)
  *   BROKEN_PROF_V1  a profiler of a version OCCL does not take (ncclProfiler_v1)
  *   BROKEN_INIT     a v4 tuner whose init fails
+ *   BROKEN_NULLFN   a v4 tuner without its destroy function
  */
 #include <stddef.h>
 
@@ -36,4 +37,6 @@ const ncclTuner_v4_t ncclTunerPlugin_v9 = {"future", init_v4, get_v4, destroy_v4
 const ncclTuner_v4_t ncclProfiler_v1 = {"old", init_v4, get_v4, destroy_v4}; /* only its name is looked at */
 #elif defined(BROKEN_INIT)
 const ncclTuner_v4_t ncclTunerPlugin_v4 = {"init-fails", init_v4, get_v4, destroy_v4};
+#elif defined(BROKEN_NULLFN)
+const ncclTuner_v4_t ncclTunerPlugin_v4 = {"no-destroy", init_v4, get_v4, NULL};
 #endif

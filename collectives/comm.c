@@ -140,6 +140,8 @@ static void settings_read(void)
     }
     if (!settings_error[0])
         occl_ll_settings(settings_error, sizeof settings_error);
+    if (!settings_error[0])
+        occl_proto_settings(settings_error, sizeof settings_error);
     const char *dbg = getenv("OCCL_DEBUG");
     if (dbg && strcmp(dbg, "INFO") == 0)
         occl_log_threshold = OCCL_LOG_INFO;
@@ -306,6 +308,7 @@ void occl_comm_set_error(occlComm_t comm, occlResult_t res)
 __attribute__((constructor)) static void occl_settings_register(void)
 {
     or_config_must_agree("OCCL_ALGO", "");
+    or_config_must_agree("OCCL_PROTO", ""); /* the protocol is charged in the replay every rank runs */
     /* With it on, a call's first network message to each peer is a header. */
     or_config_must_agree("OCCL_CHECK_CALLS", "1");
     /* Which calls take the low-latency path (ll.c). */

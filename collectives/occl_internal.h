@@ -25,6 +25,7 @@
 #include "reduce.h"
 #include "runtime_ext.h"
 #include "topo_tree.h"
+#include "vproto.h"
 
 #define OCCL_COMM_MAGIC 0x4f43434c434f4d4dULL /* "OCCLCOMM" */
 /* Payloads over MPI go in pieces MPI counts can express. */
@@ -234,10 +235,11 @@ struct occlComm {
     const uint64_t *vbps;
     struct occl_plan_entry {
         bool used;
-        unsigned char coll, type, algo;
+        unsigned char coll, type, algo, proto;
         int root;     /* Reduce's root; -1 for the rest */
         size_t count;
-        uint64_t est_ns[OCCL_PLAN_MAX_ALGOS]; /* each candidate's completion, UINT64_MAX: not one */
+        /* each candidate's completion per protocol, UINT64_MAX: not one */
+        uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS];
     } plan_cache[OCCL_PLAN_CACHE];
     int plan_next; /* the entry the next new shape replaces */
     /* NCCL tuner and profiler plugins this communicator uses, or NULL
@@ -446,6 +448,19 @@ typedef enum {
     OCCL_NUM_ALGOS
 } occl_algo;
 occl_algo occl_plan(const occl_call *call);
+/* The algorithm and the protocol: in virtual time the pair the model
+ * predicts fastest among those OCCL_ALGO and OCCL_PROTO allow; in wall time
+ * the algorithm of occl_plan and the fastest allowed protocol of NCCL's
+ * order of preference for data movement (Simple first), which changes
+ * nothing there (vproto.h). */
+typedef struct occl_choice {
+    occl_algo algo;
+    occl_proto proto;
+} occl_choice;
+occl_choice occl_plan_choice(const occl_call *call);
+/* OCCL_PROTO's masks per collective (tuning.c); 0, or -1 with the reason
+ * in why for a value that is not valid (comm.c refuses to start on it). */
+int occl_proto_settings(char *why, size_t why_size);
 /* Whether OCCL_ALGO chooses the algorithms of collective c. */
 bool occl_algo_restricted(occl_coll c);
 size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk */
@@ -461,6 +476,9 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
  * bandwidth of rank r's device. The same on every rank given the same bps;
  * UINT64_MAX if it cannot be modelled (out of memory). */
 uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps);
+/* The same with protocol proto (occl_vcost_estimate: Simple). */
+uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
+                                   const uint64_t *bps);
 const char *occl_algo_name(occl_algo a);
 
 uint64_t occl_deadline(void); /* now + OCCL_TIMEOUT_MS */

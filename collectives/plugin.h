@@ -61,10 +61,11 @@ void occl_tuner_comm_init(occlComm_t comm);
 void occl_tuner_comm_fini(occlComm_t comm);
 /* The tuner's choice for c among the algorithms in `avail` (a bit per
  * occl_algo), given OCCL's own costs (us, INFINITY: not by itself), in
- * virtual time the model's estimates (ns, UINT64_MAX: none; else NULL), and
- * its pick. Only called with comm->tuner set. */
-occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us, const uint64_t *est_ns,
-                            occl_algo pick);
+ * virtual time the model's estimates per algorithm and protocol (ns,
+ * UINT64_MAX: none; else NULL), and OCCL's own choice. Only called with
+ * comm->tuner set. */
+occl_choice occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us,
+                              const uint64_t (*est_ns)[OCCL_NUM_PROTOS], occl_choice own);
 
 /* ---- profiler (profiler.c) ---- */
 

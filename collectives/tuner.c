@@ -6,7 +6,8 @@
  * NCCL_ALGO_PROTO_IGNORE elsewhere, lowers the entry it wants, and the
  * cheapest entry left wins. OCCL fills the table from its own algorithms
  * (the ones OCCL_ALGO allows and the collective implements), each under the
- * NCCL id closest to it, all in the SIMPLE column (OCCL has one protocol):
+ * NCCL id closest to it; in virtual time each protocol the model priced
+ * (LL, LL128, Simple: OCCL's ids are NCCL's), else the one OCCL reports:
  *
  *   RING -> ring, TREE -> tree, COLLNET_DIRECT -> direct,
  *   COLLNET_CHAIN -> hierarchical, NVLS -> nvls; NVLS_TREE and PAT: none.
@@ -32,6 +33,9 @@ static const int nccl_of_occl[OCCL_NUM_ALGOS] = {
 static const char *const nccl_algo_names[NCCL_NUM_ALGORITHMS] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN",
                                                                  "NVLS", "NVLS_TREE", "PAT"};
 static const char *const nccl_proto_names[NCCL_NUM_PROTOCOLS] = {"LL", "LL128", "SIMPLE"};
+_Static_assert(OCCL_PROTO_LL == NCCL_PROTO_LL && OCCL_PROTO_LL128 == NCCL_PROTO_LL128 &&
+                   OCCL_PROTO_SIMPLE == NCCL_PROTO_SIMPLE && OCCL_NUM_PROTOS == NCCL_NUM_PROTOCOLS,
+               "OCCL's protocol ids are NCCL's");
 
 /* An algorithm OCCL offers but would not pick by itself (an infinite cost
  * in its model) still works: it goes in the table at this cost, above any
@@ -47,7 +51,7 @@ struct occl_tuner_comm {
      * models or traces it, and the plugin is asked once per call. */
     const occl_call *last_call;
     uint64_t last_seq;
-    occl_algo last_pick;
+    occl_choice last_pick;
     unsigned long calls; /* getCollInfo calls */
     bool warned;         /* a failed getCollInfo was logged */
 };
@@ -183,35 +187,45 @@ static ncclResult_t ask(struct occl_tuner_comm *t, ncclFunc_t f, size_t bytes, f
     }
 }
 
-occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us, const uint64_t *est_ns,
-                            occl_algo pick)
+occl_choice occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us,
+                              const uint64_t (*est_ns)[OCCL_NUM_PROTOS], occl_choice own)
 {
     occlComm_t comm = c->comm;
     struct occl_tuner_comm *t = comm->tuner;
     int f = nccl_func(c->coll);
     if (f < 0)
-        return pick;
+        return own;
     if (t->last_call == c && t->last_seq == comm->fp.seq)
         return t->last_pick;
     size_t bytes = c->count * occl_type_size(c->type);
     if (c->coll == OCCL_COLL_ALLGATHER || c->coll == OCCL_COLL_REDUCESCATTER)
         bytes *= (size_t)comm->nranks; /* NCCL's nBytes: the whole buffer */
     float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-    bool offered[NCCL_NUM_ALGORITHMS] = {false};
+    bool offered[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS] = {{false}};
     for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
         for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
             table[a][p] = NCCL_ALGO_PROTO_IGNORE;
-    for (int a = 0; a < OCCL_NUM_ALGOS; a++)
-        if (avail & (1u << a)) {
-            int id = nccl_of_occl[a];
-            table[id][NCCL_PROTO_SIMPLE] = est_ns && est_ns[a] != UINT64_MAX ? (float)((double)est_ns[a] / 1e3)
-                                           : isfinite(cost_us[a])            ? (float)cost_us[a]
-                                                                             : LAST_RESORT_US;
-            offered[id] = true;
+    for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
+        if (!(avail & (1u << a)))
+            continue;
+        int id = nccl_of_occl[a];
+        bool modelled = false;
+        /* Virtual time: each protocol the model priced (OCCL_PROTO allows
+         * it and the algorithm runs it). */
+        for (int p = 0; est_ns && p < OCCL_NUM_PROTOS; p++)
+            if (est_ns[a][p] != UINT64_MAX) {
+                table[id][p] = (float)((double)est_ns[a][p] / 1e3);
+                offered[id][p] = modelled = true;
+            }
+        /* Else the cost formulas, under the protocol OCCL reports. */
+        if (!modelled) {
+            table[id][own.proto] = isfinite(cost_us[a]) ? (float)cost_us[a] : LAST_RESORT_US;
+            offered[id][own.proto] = true;
         }
+    }
     t->calls++;
     ncclResult_t r = ask(t, (ncclFunc_t)f, bytes, table);
-    occl_algo out = pick;
+    occl_choice out = own;
     int best_a = -1, best_p = -1;
     if (r != ncclSuccess) {
         if (!t->warned)
@@ -224,20 +238,21 @@ occl_algo occl_tuner_choose(const occl_call *c, unsigned avail, const double *co
          * skipped whatever the plugin wrote there. */
         float best = INFINITY;
         for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
-            for (int p = 0; p < NCCL_NUM_PROTOCOLS && offered[a]; p++)
-                if (p == NCCL_PROTO_SIMPLE && table[a][p] >= 0 && table[a][p] < best) {
+            for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++)
+                if (offered[a][p] && table[a][p] >= 0 && table[a][p] < best) {
                     best = table[a][p];
                     best_a = a;
                     best_p = p;
                 }
         for (int a = 0; a < OCCL_NUM_ALGOS && best_a >= 0; a++)
             if ((avail & (1u << a)) && nccl_of_occl[a] == best_a)
-                out = (occl_algo)a;
+                out = (occl_choice){(occl_algo)a, (occl_proto)best_p}; /* NCCL's protocol ids are OCCL's */
     }
-    OCCL_INFO("rank %d: %s of %zu x %s: tuner plugin chose %s/%s: %s (OCCL's own: %s)", comm->rank,
+    OCCL_INFO("rank %d: %s of %zu x %s: tuner plugin chose %s/%s: %s/%s (OCCL's own: %s/%s)", comm->rank,
               occl_coll_name(c->coll), c->count, occl_type_name(c->type),
               best_a >= 0 ? nccl_algo_names[best_a] : "none", best_p >= 0 ? nccl_proto_names[best_p] : "none",
-              occl_algo_name(out), occl_algo_name(pick));
+              occl_algo_name(out.algo), occl_proto_name(out.proto), occl_algo_name(own.algo),
+              occl_proto_name(own.proto));
     t->last_call = c;
     t->last_seq = comm->fp.seq;
     t->last_pick = out;

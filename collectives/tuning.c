@@ -5,7 +5,9 @@
  * syntax: "ring,tree", "^direct" (all but), or per collective
  * "allreduce:tree;broadcast:ring". A collective the list leaves with no
  * algorithm it has uses its own cheapest, as NCCL falls back for
- * collectives an algorithm does not implement. OCCL_DEBUG=INFO logs each
+ * collectives an algorithm does not implement. In virtual time the planner
+ * also picks NCCL's protocol (LL, LL128, Simple: vproto.h), which
+ * OCCL_PROTO restricts with NCCL_PROTO's syntax. OCCL_DEBUG=INFO logs each
  * choice.
  */
 #include <ctype.h>
@@ -19,6 +21,7 @@
 
 #include "occl_internal.h"
 #include "plugin.h"
+#include "vmodel.h"
 
 static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical",
                                                         "nvls"};
@@ -95,6 +98,46 @@ static void parse_env(void)
         }
         p = semi ? semi + 1 : end;
     }
+}
+
+/* Allowed protocols per collective, from OCCL_PROTO; a value that is not
+ * valid is refused when a communicator starts (comm.c), so the planner
+ * never runs on it. */
+static unsigned proto_allowed[OCCL_COLL_RECV + 1];
+static char proto_error[192];
+static pthread_once_t proto_once = PTHREAD_ONCE_INIT;
+
+static void parse_proto_env(void)
+{
+    const char *names[OCCL_COLL_RECV + 1];
+    for (int c = 0; c <= OCCL_COLL_RECV; c++)
+        names[c] = occl_coll_name((occl_coll)c);
+    const char *env = getenv("OCCL_PROTO");
+    char why[120];
+    if (occl_proto_parse(env, names, OCCL_COLL_RECV + 1, proto_allowed, why, sizeof why) != 0) {
+        snprintf(proto_error, sizeof proto_error, "OCCL_PROTO='%.40s' is not valid: %s", env, why);
+        for (int c = 0; c <= OCCL_COLL_RECV; c++)
+            proto_allowed[c] = OCCL_PROTO_ALL;
+    }
+}
+
+int occl_proto_settings(char *why, size_t why_size)
+{
+    pthread_once(&proto_once, parse_proto_env);
+    if (!proto_error[0])
+        return 0;
+    snprintf(why, why_size, "%s", proto_error);
+    return -1;
+}
+
+/* Wall time moves the same bytes whatever the protocol: the one reported is
+ * NCCL's bulk protocol when allowed. */
+static occl_proto wall_proto(unsigned pmask)
+{
+    for (int p = OCCL_NUM_PROTOS - 1; p >= 0; p--)
+        if (pmask & (1u << p))
+            return (occl_proto)p;
+    return OCCL_PROTO_SIMPLE;
 }
 
 bool occl_algo_restricted(occl_coll c)
@@ -221,49 +264,64 @@ static struct occl_plan_entry *plan_slot(occlComm_t comm, const occl_call *c, in
     return e;
 }
 
-/* The candidate with the smallest replayed completion (every rank entering
- * at 0), the first in enum order on a tie. The replay depends only on what
- * every rank holds alike (the call, the ring and nodes, the ranks' devices
- * and the bandwidths exchanged with the entry clocks), so every rank picks
- * the same. */
-static occl_algo plan_from_model(const occl_call *c, unsigned cand, struct occl_plan_entry *e)
+/* The candidate pair (algorithm, protocol) with the smallest replayed
+ * completion (every rank entering at 0), as NCCL takes the pair of least
+ * predicted time; the first in enum order (algorithm, then LL, LL128,
+ * Simple) on a tie. The replay depends only on what every rank holds alike
+ * (the call, the ring and nodes, the ranks' devices and the bandwidths
+ * exchanged with the entry clocks), so every rank picks the same. */
+static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned pmask,
+                                   struct occl_plan_entry *e)
 {
-    occl_algo pick = OCCL_NUM_ALGOS;
+    occl_choice pick = {OCCL_NUM_ALGOS, OCCL_PROTO_SIMPLE};
+    uint64_t best = UINT64_MAX;
     bool modelled = true;
-    for (int a = 0; a < OCCL_PLAN_MAX_ALGOS; a++) {
-        e->est_ns[a] = UINT64_MAX;
-        if (a >= OCCL_NUM_ALGOS || !(cand & (1u << a)))
-            continue;
-        e->est_ns[a] = occl_vcost_estimate(c, (occl_algo)a, c->comm->vbps);
-        if (pick == OCCL_NUM_ALGOS || e->est_ns[a] < e->est_ns[pick])
-            pick = (occl_algo)a;
-        if (e->est_ns[a] == UINT64_MAX)
-            modelled = false;
-    }
-    e->algo = (unsigned char)pick;
+    for (int a = 0; a < OCCL_PLAN_MAX_ALGOS; a++)
+        for (int p = 0; p < OCCL_NUM_PROTOS; p++) {
+            e->est_ns[a][p] = UINT64_MAX;
+            if (a >= OCCL_NUM_ALGOS || !(cand & (1u << a)) || !(pmask & (1u << p)) ||
+                !occl_proto_supported(occl_vmodel_family(c->coll, (occl_algo)a), (occl_proto)p))
+                continue;
+            e->est_ns[a][p] = occl_vcost_estimate_proto(c, (occl_algo)a, (occl_proto)p, c->comm->vbps);
+            if (e->est_ns[a][p] == UINT64_MAX) {
+                modelled = false;
+            } else if (pick.algo == OCCL_NUM_ALGOS || e->est_ns[a][p] < best) {
+                best = e->est_ns[a][p];
+                pick = (occl_choice){(occl_algo)a, (occl_proto)p};
+            }
+        }
+    if (pick.algo == OCCL_NUM_ALGOS) /* nothing modelled: the first candidate */
+        for (int a = OCCL_NUM_ALGOS - 1; a >= 0; a--)
+            if (cand & (1u << a))
+                pick = (occl_choice){(occl_algo)a, wall_proto(pmask)};
+    e->algo = (unsigned char)pick.algo;
+    e->proto = (unsigned char)pick.proto;
     /* A replay that ran out of memory decides nothing for later calls; the
      * ranks may disagree on this one (then the call times out). */
     e->used = modelled;
     if (!modelled)
-        OCCL_WARN("rank %d: %s: a candidate could not be modelled in virtual time (out of memory); using %s",
-                  c->comm->rank, occl_coll_name(c->coll), occl_algo_name(pick));
+        OCCL_WARN("rank %d: %s: a candidate could not be modelled in virtual time (out of memory); using %s/%s",
+                  c->comm->rank, occl_coll_name(c->coll), occl_algo_name(pick.algo),
+                  occl_proto_name(pick.proto));
     return pick;
 }
 
-/* "ring 12 ns, tree 15 ns" for the log. */
+/* "ring/LL 12 ns, ring/Simple 15 ns" for the log. */
 static void format_estimates(const struct occl_plan_entry *e, char *buf, size_t size)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (int a = 0; a < OCCL_NUM_ALGOS && len < size; a++) {
-        if (e->est_ns[a] == UINT64_MAX)
-            continue;
-        int w = snprintf(buf + len, size - len, "%s%s %llu ns", len ? ", " : "", occl_algo_name((occl_algo)a),
-                         (unsigned long long)e->est_ns[a]);
-        if (w < 0)
-            break;
-        len += (size_t)w;
-    }
+    for (int a = 0; a < OCCL_NUM_ALGOS && len < size; a++)
+        for (int p = 0; p < OCCL_NUM_PROTOS && len < size; p++) {
+            if (e->est_ns[a][p] == UINT64_MAX)
+                continue;
+            int w = snprintf(buf + len, size - len, "%s%s/%s %llu ns", len ? ", " : "",
+                             occl_algo_name((occl_algo)a), occl_proto_name((occl_proto)p),
+                             (unsigned long long)e->est_ns[a][p]);
+            if (w < 0)
+                return;
+            len += (size_t)w;
+        }
 }
 
 static uint64_t now_ns(void)
@@ -273,9 +331,13 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-occl_algo occl_plan(const occl_call *c)
+occl_algo occl_plan(const occl_call *c) { return occl_plan_choice(c).algo; }
+
+occl_choice occl_plan_choice(const occl_call *c)
 {
     pthread_once(&parse_once, parse_env);
+    pthread_once(&proto_once, parse_proto_env);
+    unsigned pmask = proto_allowed[c->coll];
     bool timed = occl_log_threshold >= OCCL_LOG_TRACE;
     uint64_t t0 = timed ? now_ns() : 0;
     unsigned mask = allowed[c->coll];
@@ -316,29 +378,35 @@ occl_algo occl_plan(const occl_call *c)
      * so the candidates are compared by the replay, not by this host's hop
      * costs. Only while a modelled call runs (comm->vbps); one candidate
      * needs no replay. */
+    /* Protocols are compared only there: in wall time they change nothing. */
+    occl_choice choice = {pick, wall_proto(pmask)};
     struct occl_plan_entry *e = NULL;
     bool cached = false;
-    if (comm->vbps && (cand & (cand - 1))) {
+    if (comm->vbps && cand && ((cand & (cand - 1)) || (pmask & (pmask - 1)))) {
         e = plan_slot(comm, c, c->coll == OCCL_COLL_REDUCE ? c->root : -1);
         cached = e->used;
-        pick = cached ? (occl_algo)e->algo : plan_from_model(c, cand, e);
+        choice = cached ? (occl_choice){(occl_algo)e->algo, (occl_proto)e->proto}
+                        : plan_from_model(c, cand, pmask, e);
+        pick = choice.algo;
     }
-    if (comm->tuner) /* an NCCL tuner plugin has the last word (tuner.c) */
-        pick = occl_tuner_choose(c, mask & has, costs, e ? e->est_ns : NULL, pick);
+    if (comm->tuner) { /* an NCCL tuner plugin has the last word (tuner.c) */
+        choice = occl_tuner_choose(c, mask & has, costs, e ? e->est_ns : NULL, (occl_choice){pick, choice.proto});
+        pick = choice.algo;
+    }
     if (timed)
         occl_log(OCCL_LOG_TRACE, "rank %d: %s of %zu x %s planned in %.2f us (%s)", comm->rank,
                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), (double)(now_ns() - t0) / 1e3,
                  !e ? "cost formulas" : cached ? "virtual-time model, cached" : "virtual-time model, replayed");
     if (e && occl_log_threshold >= OCCL_LOG_INFO) {
-        char est[40 * OCCL_NUM_ALGOS];
+        char est[40 * OCCL_NUM_ALGOS * OCCL_NUM_PROTOS];
         format_estimates(e, est, sizeof est);
-        OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes (virtual-time model: %s): %s",
+        OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes (virtual-time model: %s): %s/%s",
                   comm->rank, occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
-                  comm->nnodes, est, occl_algo_name(pick));
+                  comm->nnodes, est, occl_algo_name(pick), occl_proto_name(choice.proto));
     } else {
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes: %s", comm->rank,
                   occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks, comm->nnodes,
                   occl_algo_name(pick));
     }
-    return pick;
+    return choice;
 }

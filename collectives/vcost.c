@@ -29,6 +29,7 @@
 
 #include "occl_internal.h"
 #include "vclock.h"
+#include "vmodel.h"
 #include "vreplay.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -60,11 +61,12 @@ typedef struct vrank {
 } vrank;
 
 typedef struct vsim {
-    occlComm_t comm;
+    const occl_vsystem *sys;
     int n;
     vrank *r;
-    int *gdev;      /* global device of each comm rank */
-    uint64_t *bps;  /* memory bandwidth of each comm rank */
+    const uint64_t *bps; /* memory bandwidth of each rank */
+    occl_proto proto;    /* what each transfer and the call are charged (vproto.h) */
+    occl_pfam fam;
     bool oom;
 } vsim;
 
@@ -157,7 +159,7 @@ static void sched_double_tree(vsim *v, size_t count, size_t es, int rank)
     for (int k = 0; k < 2; k++)
         occl_tree_half(count, es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
     occl_tree_op *ops = NULL;
-    int m = occl_tree_allreduce_ops(&v->comm->trees, rank, nchunks, &ops);
+    int m = occl_tree_allreduce_ops(&v->sys->trees, rank, nchunks, &ops);
     if (m < 0) {
         v->oom = true;
         return;
@@ -178,7 +180,7 @@ static void sched_double_tree(vsim *v, size_t count, size_t es, int rank)
 
 static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
 {
-    occlComm_t comm = v->comm;
+    const occl_vsystem *comm = v->sys;
     int n = v->n;
     size_t es = occl_type_size(c->type);
     uint64_t bytes = (uint64_t)c->count * es;
@@ -253,7 +255,7 @@ static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
     }
 }
 
-static int pos_of(occlComm_t comm, int rank)
+static int pos_of(const occl_vsystem *comm, int rank)
 {
     int q = 0;
     while (comm->ring[q] != rank)
@@ -265,7 +267,7 @@ static int pos_of(occlComm_t comm, int rank)
  * towards it (rel n-1 is the root). */
 static void sched_pipeline(vsim *v, const occl_call *c, bool reduce_chain)
 {
-    occlComm_t comm = v->comm;
+    const occl_vsystem *comm = v->sys;
     int n = v->n, root_pos = pos_of(comm, c->root);
     uint64_t bytes = (uint64_t)c->count * occl_type_size(c->type);
     uint64_t ck = reduce_chain ? occl_chain_chunk(bytes) : OCCL_BROADCAST_CHUNK;
@@ -297,7 +299,7 @@ static void sched_reduce_tree(vsim *v, const occl_call *c)
     for (int k = 0; k < 2; k++)
         occl_tree_half(c->count, es, k, &lo[k], &len[k], &ce[k], &nchunks[k]);
     occl_trees R;
-    if (occl_trees_reroot(&v->comm->trees, c->root, &R) != 0) {
+    if (occl_trees_reroot(&v->sys->trees, c->root, &R) != 0) {
         v->oom = true;
         return;
     }
@@ -324,7 +326,7 @@ static void sched_reduce_tree(vsim *v, const occl_call *c)
 
 static void sched_ring_blocks(vsim *v, const occl_call *c, bool reduce)
 {
-    occlComm_t comm = v->comm;
+    const occl_vsystem *comm = v->sys;
     int n = v->n;
     uint64_t block = (uint64_t)c->count * occl_type_size(c->type);
     for (int p = 0; p < n; p++) {
@@ -420,12 +422,19 @@ static bool replay(vsim *v, const uint64_t *entry)
             ok = false;
             break;
         }
-        /* A reducing receive reads two buffers and writes one at the
-         * receiver's memory, overlapped with the transfer. */
+        /* The protocol's per-hop latency comes on top of the path's, and
+         * the links carry its flags with the data (vproto.h). A reducing
+         * receive reads two buffers and writes one at the receiver's
+         * memory, overlapped with the transfer. */
+        or_vpath path = v->sys->path(v->sys->ctx, s->rank, d->rank);
+        occl_hw hw = occl_proto_hw(path.type);
+        uint64_t hop = occl_proto_hop_ns(v->fam, v->proto, hw);
+        path.latency_ns = path.latency_ns > UINT64_MAX / 4 - hop ? UINT64_MAX / 4 : path.latency_ns + hop;
         x[nx++] = (occl_vxfer){.src = s->rank, .dst = d->rank, .k = s->k,
                                .src_step = step0[s->rank] + s->step,
-                               .dst_step = step0[d->rank] + d->step, .bytes = s->bytes,
-                               .path = or_vclock_path(v->gdev[s->rank], v->gdev[d->rank]),
+                               .dst_step = step0[d->rank] + d->step,
+                               .bytes = occl_proto_wire_bytes(v->fam, v->proto, hw, v->n,
+                                                        occl_proto_sharp(hw, path.bytes_per_s), s->bytes), .path = path,
                                .reduce_ns = d->reduce ? ceil_div_ns(3 * s->bytes, v->bps[d->rank]) : 0};
     }
     free(all);
@@ -496,50 +505,114 @@ static void schedule(vsim *v, const occl_call *c, occl_algo algo)
     }
 }
 
+occl_pfam occl_vmodel_family(occl_coll coll, occl_algo algo)
+{
+    /* NCCL's rows: its ring for OCCL's ring, Broadcast's and Reduce's
+     * chains and the one-step direct exchanges (NCCL runs AlltoAll, Gather
+     * and Scatter as point-to-point, whose per-hop costs are the ring's);
+     * its tree for the double binary tree and Reduce's trees, and for the
+     * hierarchical all-reduce (a reduction up to each node's leader and down,
+     * as NCCL's tree within a node); NVLS for nvls. */
+    (void)coll;
+    switch (algo) {
+    case OCCL_ALGO_TREE:
+    case OCCL_ALGO_HIERARCHICAL: return OCCL_PFAM_TREE;
+    case OCCL_ALGO_NVLS: return OCCL_PFAM_NVLS;
+    default: return OCCL_PFAM_RING;
+    }
+}
+
+/* Every rank's end of collective c on system s, every rank having entered
+ * at entry[]: the replay's, plus the protocol's base latency (NCCL charges
+ * it once per call). false if it cannot be modelled. */
+static bool model_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
+                       const uint64_t *entry, const uint64_t *bps, uint64_t *end, bool *oom)
+{
+    occl_pfam fam = occl_vmodel_family(c->coll, algo);
+    *oom = false;
+    if (!occl_proto_supported(fam, proto))
+        return false;
+    vsim v = {s, s->nranks, calloc((size_t)s->nranks, sizeof(vrank)), bps, proto, fam, false};
+    bool ok = v.r != NULL;
+    if (ok) {
+        schedule(&v, c, algo);
+        ok = !v.oom && replay(&v, entry);
+    }
+    uint64_t base = occl_proto_base_ns(fam, proto);
+    for (int r = 0; r < s->nranks && ok; r++)
+        end[r] = v.r[r].start[v.r[r].nsteps] + base;
+    *oom = !v.r || v.oom;
+    sim_free(&v);
+    return ok;
+}
+
+uint64_t occl_vmodel_time(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
+                          const uint64_t *bps)
+{
+    int n = s->nranks;
+    uint64_t *entry = calloc((size_t)n, sizeof *entry), *end = malloc((size_t)n * sizeof *end);
+    uint64_t last = UINT64_MAX;
+    bool oom;
+    if (entry && end && model_ends(s, c, algo, proto, entry, bps, end, &oom)) {
+        last = 0;
+        for (int r = 0; r < n; r++)
+            last = max_u64(last, end[r]);
+    }
+    free(entry);
+    free(end);
+    return last;
+}
+
+/* A communicator seen as the model's system: its ring, nodes and trees, and
+ * the runtime's paths between its ranks' global devices (gdev). */
+static or_vpath comm_path(void *ctx, int src, int dst)
+{
+    const int *gdev = ctx;
+    return or_vclock_path(gdev[src], gdev[dst]);
+}
+
+static occl_vsystem comm_system(occlComm_t comm, int *gdev)
+{
+    return (occl_vsystem){.nranks = comm->nranks, .ring = comm->ring, .node_first = comm->node_first,
+                          .nnodes = comm->nnodes, .trees = comm->trees, .path = comm_path,
+                          .ctx = gdev};
+}
+
 /* This rank's end of collective c, every rank having entered at entry[]. */
-static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo algo,
+static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo algo, occl_proto proto,
                                const uint64_t *entry, int *gdev, uint64_t *bps)
 {
-    vsim v = {comm, comm->nranks, calloc((size_t)comm->nranks, sizeof(vrank)), gdev, bps, false};
-    if (!v.r)
-        return entry[comm->rank];
-    schedule(&v, c, algo);
-    uint64_t end = entry[comm->rank];
-    if (!v.oom && replay(&v, entry)) {
-        end = v.r[comm->rank].start[v.r[comm->rank].nsteps];
-    } else {
+    occl_vsystem s = comm_system(comm, gdev);
+    uint64_t *end = malloc((size_t)comm->nranks * sizeof *end), mine = entry[comm->rank];
+    bool oom = end == NULL;
+    if (end && model_ends(&s, c, algo, proto, entry, bps, end, &oom))
+        mine = end[comm->rank];
+    else
         OCCL_WARN("rank %d: %s: virtual time not modelled (%s); charged nothing", comm->rank,
-                  occl_coll_name(c->coll), v.oom ? "out of memory" : "schedule mismatch");
-    }
-    sim_free(&v);
-    return end;
+                  occl_coll_name(c->coll), oom ? "out of memory" : "schedule mismatch");
+    free(end);
+    return mine;
+}
+
+uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
+                                   const uint64_t *bps)
+{
+    occlComm_t comm = c->comm;
+    int n = comm->nranks;
+    int *gdev = malloc((size_t)n * sizeof *gdev);
+    if (!gdev)
+        return UINT64_MAX;
+    for (int j = 0; j < n; j++)
+        gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
+    occl_vsystem s = comm_system(comm, gdev);
+    uint64_t t = occl_vmodel_time(&s, c, algo, proto, bps);
+    free(gdev);
+    return t;
 }
 
 uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps)
 {
-    occlComm_t comm = c->comm;
-    int n = comm->nranks;
-    uint64_t *entry = calloc((size_t)n, sizeof *entry), *b = malloc((size_t)n * sizeof *b);
-    int *gdev = malloc((size_t)n * sizeof *gdev);
-    vsim v = {comm, n, calloc((size_t)n, sizeof(vrank)), gdev, b, false};
-    uint64_t end = UINT64_MAX;
-    if (entry && b && gdev && v.r) {
-        for (int j = 0; j < n; j++) {
-            gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
-            b[j] = bps[j];
-        }
-        schedule(&v, c, algo);
-        if (!v.oom && replay(&v, entry)) {
-            end = 0;
-            for (int r = 0; r < n; r++)
-                end = max_u64(end, v.r[r].start[v.r[r].nsteps]);
-        }
-    }
-    sim_free(&v);
-    free(entry);
-    free(b);
-    free(gdev);
-    return end;
+    return occl_vcost_estimate_proto(c, algo, OCCL_PROTO_SIMPLE, bps);
 }
 
 /* ---- the exchange of entry clocks --------------------------------------------- */
@@ -614,7 +687,9 @@ static const char *op_name(const occl_call *c)
 
 static bool has_algo(const occl_call *c) { return c->coll < OCCL_COLL_SEND; }
 
-static void trace_call(const occl_call *c, occl_algo algo, uint64_t start, uint64_t end)
+/* proto: the protocol charged in virtual time; OCCL_NUM_PROTOS: none (wall
+ * time, where it changes nothing). */
+static void trace_call(const occl_call *c, occl_algo algo, occl_proto proto, uint64_t start, uint64_t end)
 {
     size_t es = occl_type_size(c->type);
     char args[320];
@@ -630,6 +705,8 @@ static void trace_call(const occl_call *c, occl_algo algo, uint64_t start, uint6
         len += snprintf(args + len, sizeof args - (size_t)len, ",\"peer\":%d", c->root);
     if (has_algo(c))
         len += snprintf(args + len, sizeof args - (size_t)len, ",\"algorithm\":\"%s\"", occl_algo_name(algo));
+    if (has_algo(c) && proto < OCCL_NUM_PROTOS)
+        len += snprintf(args + len, sizeof args - (size_t)len, ",\"protocol\":\"%s\"", occl_proto_name(proto));
     snprintf(args + len, sizeof args - (size_t)len, ",\"nranks\":%d,\"rank\":%d}", c->comm->nranks,
              c->comm->rank);
     char name[64];
@@ -720,9 +797,10 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
     }
     if (res == occlSuccess)
         res = p2p ? occl_run_calls(calls, n) : occl_run_call(calls);
-    occl_algo algo = OCCL_ALGO_RING;
+    occl_choice pick = {OCCL_ALGO_RING, OCCL_PROTO_SIMPLE};
     if (has_algo(&calls[0]) && nr > 1 && calls[0].count > 0 && (model || traced))
-        algo = occl_plan(&calls[0]);
+        pick = occl_plan_choice(&calls[0]);
+    occl_algo algo = pick.algo;
     comm->vbps = NULL;
     if (res == occlSuccess && model) {
         if (p2p) {
@@ -732,7 +810,7 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
             if (entries) {
                 for (int j = 0; j < nr; j++)
                     entries[j] = info[j].clock;
-                *clock = collective_end(comm, &calls[0], algo, entries, gdev, bps);
+                *clock = collective_end(comm, &calls[0], algo, pick.proto, entries, gdev, bps);
             }
             free(entries);
         }
@@ -741,7 +819,7 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
     if (traced) {
         uint64_t s = virt ? entry : wall0, e = virt ? *clock : or_trace_now();
         if (n == 1)
-            trace_call(&calls[0], algo, s, e);
+            trace_call(&calls[0], algo, virt ? pick.proto : OCCL_NUM_PROTOS, s, e);
         else
             trace_group(calls, n, s, e);
     }

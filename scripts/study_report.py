@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-INFO = re.compile(r"occl INFO: rank 0: AllReduce of (\d+) x \S+ on .*: (\w+)\s*$")
+INFO = re.compile(r"occl INFO: rank 0: AllReduce of (\d+) x \S+ on .*: (\w+)(?:/\w+)?\s*$")  # "tree" or "tree/Simple"
 RING = re.compile(r"occl INFO: comm \S+ ring (from the topology.*)$")
 # The titles over occl_perf's column groups: the figures read are the first
 # group's (in place when the study runs occl_perf --place in).

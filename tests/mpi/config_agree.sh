@@ -49,6 +49,8 @@ run OCCL_ALGO ring tree "openreg: OCCL_ALGO differs: rank 0 has ring, rank 1 has
     ./tests/mpi/nccl_example2
 run OCCL_CHECK_CALLS 0 1 "openreg: OCCL_CHECK_CALLS differs: rank 0 has 0, rank 1 has 1" \
     ./tests/mpi/nccl_example2
+run OCCL_PROTO LL Simple "openreg: OCCL_PROTO differs: rank 0 has LL, rank 1 has Simple" \
+    ./tests/mpi/nccl_example2
 # The same setting spelled two ways, or unset and its default: the job runs.
 run OPENREG_RANKS_PER_NODE - 0 "" ./tests/mpi/thread_level --expect-success
 [ "$rc" -eq 0 ] || { echo "FAIL: unset and 0 ranks per node differ"; cat "$out"; failed=$((failed + 1)); }

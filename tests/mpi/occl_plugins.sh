@@ -37,7 +37,7 @@ tuned() {
     shift 3
     if ! run "$@" TEST_TUNER_ALGO="$algo"; then fail "$label"; return; fi
     ranks=$(($1 * $2))
-    asked=$(echo "$out" | grep -c "tuner plugin chose $algo/SIMPLE: $want (OCCL's own: " || true)
+    asked=$(echo "$out" | grep -c "tuner plugin chose $algo/SIMPLE: $want/Simple (OCCL's own: " || true)
     calls=$(echo "$out" | grep -c "virtual nodes: [a-z]*$" || true)
     told=$(awk -v r="$ranks" '$3 == "nranks=" r && $6 ~ /^funcs=4(,4)*$/ { sub("calls=", "", $5); n += $5 }
         END { print n + 0 }' "$log")
@@ -72,9 +72,9 @@ tuned "OCCL_ over NCCL_" ring RING 2 1 1 NCCL_TUNER_PLUGIN=/nonexistent.so \
 # A tuner that leaves the table as it is gets OCCL's own choice: the table
 # holds OCCL's costs (the formulas', in virtual time the model's).
 for mode in wall virtual; do
-    pairs= # "chosen OCCL's-own" of each answer
+    pairs= # "chosen OCCL's-own" algorithm/protocol of each answer
     if run 2 1 1 OPENREG_TIME=$mode OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=KEEP &&
-        pairs=$(echo "$out" | sed -n "s/.*tuner plugin chose [A-Z_]*\/SIMPLE: \([a-z]*\) (OCCL's own: \([a-z]*\))$/\1 \2/p") &&
+        pairs=$(echo "$out" | sed -n "s/.*tuner plugin chose [A-Z_]*\/[A-Z0-9]*: \([a-z]*\/[A-Za-z0-9]*\) (OCCL's own: \([a-z]*\/[A-Za-z0-9]*\))$/\1 \2/p") &&
         [ -n "$pairs" ] && [ -z "$(echo "$pairs" | awk '$1 != $2')" ]; then
         ok "an untouched table gives OCCL's choice ($mode time)"
     else
@@ -84,7 +84,7 @@ done
 
 # OCCL_ALGO still limits what the tuner is offered: it cannot get tree.
 if run 2 1 1 OCCL_ALGO=ring,direct OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
-    [ "$(choices)" = "direct " ] && echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct"; then
+    [ "$(choices)" = "direct " ] && echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct/Simple"; then
     ok "OCCL_ALGO limits the offer"
 else
     fail "OCCL_ALGO limits the offer: '$(choices)'"

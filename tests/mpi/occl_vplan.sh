@@ -4,7 +4,9 @@
 # is the one whose replay completes first. For each case, occl_perf runs once
 # with the planner's choice and once forced to each candidate (OCCL_ALGO):
 # the choice must be the fastest forced one and its virtual time equal to
-# theirs; every rank logs the same choice, from the model. At 16 MiB the
+# theirs; every rank logs the same choice, from the model, with the
+# protocol it picked (the least predicted time over algorithm x protocol;
+# OCCL_PROTO restricts the protocols as NCCL_PROTO does). At 16 MiB the
 # model picks hierarchical where this host's cost formulas (wall mode, still
 # checked) pick ring. OCCL_DEBUG=TRACE shows the replay runs once per call
 # shape and later calls reuse the decision. Run from the build directory.
@@ -21,7 +23,8 @@ run() {
     out=$1 time=$2 placement=$3 algo=$4 coll=$5 bytes=$6 debug=${7:-INFO} iters=${8:-1}
     timeout --kill-after=10 300 mpiexec -n 8 env OPENREG_DEVICES=1 OPENREG_TOPO="${TOPO:-$topo}" \
         OPENREG_PLACEMENT="$placement" OPENREG_TIME="$time" OPENREG_DEVICE_PROFILE=a100 \
-        OPENREG_DEVICE_MEM=256M OCCL_ALGO="$algo" OCCL_DEBUG="$debug" OCCL_TIMEOUT_MS=120000 \
+        OPENREG_DEVICE_MEM=256M OCCL_ALGO="$algo" OCCL_PROTO="${PROTO:-}" OCCL_DEBUG="$debug" \
+        OCCL_TIMEOUT_MS=120000 \
         ./tests/perf/occl_perf --coll "$coll" -b "$bytes" -e "$bytes" -n "$iters" -w 0 -c 1 \
         > "$out" 2>&1 || { tail -20 "$out"; echo "occl_perf failed ($out)"; return 1; }
 }
@@ -30,8 +33,16 @@ run() {
 # redop root vtime algbw busbw #wrong.
 vtime() { awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $6; exit }' "$1"; }
 wrong() { awk '$1 ~ /^[0-9]+$/ && NF >= 9 { w += $9 + $13 } END { print w + 0 }' "$1"; }
-# The algorithms the ranks logged, one line each.
-choices() { sed -n 's/.*occl INFO: rank [0-9]*: [A-Za-z]* of .* on .*: \([a-z]*\)$/\1/p' "$1" | sort -u; }
+# The algorithms the ranks logged ("ring/Simple" in virtual time, "ring" in
+# wall time), one line each; protos: the protocols.
+choices() { sed -n 's/.*occl INFO: rank [0-9]*: [A-Za-z]* of .* on .*: \([a-z]*\)\(\/[A-Za-z0-9]*\)\{0,1\}$/\1/p' "$1" | sort -u; }
+protos() { sed -n 's/.*occl INFO: rank [0-9]*: [A-Za-z]* of .* on .*: [a-z]*\/\([A-Za-z0-9]*\)$/\1/p' "$1" | sort -u; }
+# The pair of least estimate in a model line "(virtual-time model: ring/LL
+# 12 ns, ..., tree/Simple 15 ns): tree/Simple", the first on a tie.
+least() {
+    printf '%s\n' "$1" | sed -n 's/.*(virtual-time model: \(.*\)): .*/\1/p' | tr ',' '\n' |
+        awk 'NF >= 2 && (best == "" || $2 + 0 < t) { best = $1; t = $2 + 0 } END { print best }'
+}
 
 # expect_min LABEL PLACEMENT COLL BYTES CANDIDATES...
 expect_min() {
@@ -88,22 +99,35 @@ else
 fi
 
 # OCCL_ALGO restricts the candidates: the model chooses among ring and tree
-# only, and takes the one of the two it timed faster.
+# only (each with every protocol), and takes the pair it timed fastest.
 if run "$dir/some.out" virtual packed "ring,tree" allreduce 16M; then
     line=$(grep -m1 'occl INFO: rank 0: AllReduce' "$dir/some.out")
-    ring=$(printf '%s\n' "$line" | sed -n 's/.*(virtual-time model: ring \([0-9]*\) ns, tree \([0-9]*\) ns): \(ring\|tree\)$/\1/p')
-    tree=$(printf '%s\n' "$line" | sed -n 's/.*(virtual-time model: ring \([0-9]*\) ns, tree \([0-9]*\) ns): \(ring\|tree\)$/\2/p')
-    if [ -z "$ring" ] || [ -z "$tree" ]; then
-        fail "OCCL_ALGO=ring,tree: logged '$line'"
-    else
-        if [ "$tree" -lt "$ring" ]; then want=tree; else want=ring; fi
+    want=$(least "$line")
+    case $want in
+    ring/* | tree/*)
         case $line in
+        *"hierarchical"* | *"direct"*) fail "OCCL_ALGO=ring,tree: '$line' timed another algorithm" ;;
         *": $want") ok "OCCL_ALGO=ring,tree: $line" ;;
-        *) fail "OCCL_ALGO=ring,tree: '$line' is not the faster ($want)" ;;
+        *) fail "OCCL_ALGO=ring,tree: '$line' is not the fastest ($want)" ;;
         esac
-    fi
+        ;;
+    *) fail "OCCL_ALGO=ring,tree: logged '$line'" ;;
+    esac
 else
     fail "OCCL_ALGO=ring,tree run"
+fi
+
+# OCCL_PROTO restricts the protocols the same way: LL128 alone is timed
+# and used, though Simple is faster at 16 MiB.
+if PROTO=LL128 run "$dir/proto.out" virtual packed "ring,tree" allreduce 16M; then
+    line=$(grep -m1 'occl INFO: rank 0: AllReduce' "$dir/proto.out")
+    if [ "$(protos "$dir/proto.out")" = LL128 ] && ! printf '%s' "$line" | grep -q '/Simple\|/LL '; then
+        ok "OCCL_PROTO=LL128: $line"
+    else
+        fail "OCCL_PROTO=LL128: logged '$line'"
+    fi
+else
+    fail "OCCL_PROTO=LL128 run"
 fi
 
 # The replay runs once per call shape on each rank; the 3 timed calls, the

@@ -4,15 +4,18 @@
  * One device per process, one communicator of all ranks, every path of the
  * same kind (one virtual node: the peer link; one node per rank: the
  * network; or a declared topology where every pair has the same path), so
- * the alpha-beta closed forms hold:
- *   ring all-reduce     2(n-1) (alpha + (S/n) / beta)
- *   all-gather          (n-1)  (alpha + B / beta)      B = one rank's block
- *   reduce-scatter      (n-1)  (alpha + B / beta)
- *   broadcast           (n - 2 + S / C) (alpha + C / beta), C = 4 MiB chunks
+ * the alpha-beta closed forms hold, with the protocol OCCL_PROTO holds
+ * (one name: its base latency once per call, its hop latency on every
+ * step, its bytes on the links, collectives/vproto.h) written into
+ * base, alpha = path latency + hop and w(x) = x's bytes on the links:
+ *   ring all-reduce     base + 2(n-1) (alpha + w(S/n) / beta)
+ *   all-gather          base + (n-1)  (alpha + w(B) / beta)      B = one rank's block
+ *   reduce-scatter      base + (n-1)  (alpha + w(B) / beta)
+ *   broadcast           base + (n - 2 + S / C) (alpha + w(C) / beta), C = 4 MiB chunks
  * Each is timed with events recorded around it on its stream (so an event
  * recorded after a collective must wait for it) and compared within 1% on
  * every rank (the broadcast: the chain's last rank), and Reduce's chain
- *   reduce (chain)      (n - 2 + S / K) (alpha + K / beta), K = S/4 here
+ *   reduce (chain)      base + (n - 2 + S / K) (alpha + w(K) / beta), K = S/4 here
  * on its root. Then: a late rank
  * delays everyone (all ranks end at the late entry plus the cost), a
  * second stream waiting on the event after a collective starts at its end,
@@ -28,7 +31,8 @@
  * the other's down: step 0 moves chunk 0 up each tree (K per direction),
  * steps 1..C-1 move chunk j up and chunk j-1 down, which share the link (2K),
  * and step C moves the last chunk down (K):
- *   tree all-reduce     (C + 1) alpha + 2 C K / beta
+ *   tree all-reduce     base + (C + 1) alpha + 2 C w(K) / beta
+ * (the tree's base and hop latency).
  * (each direction carries S in all: the tree moves what a ring of 2 moves).
  *
  * usage: occl_vtime {pix|net|path:NS,BYTES_PER_NS} [MiB [wall|tree2]]
@@ -40,12 +44,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "occltest.h"
 #include "runtime_ext.h"
+#include "vclock.h"
+#include "vproto.h"
 
 static int me, n, wall; /* wall: run the calls only (traces in wall time) */
-static double alpha, beta; /* ns, bytes per ns */
+static double alpha, beta; /* ns, bytes per ns: the path's */
+static occl_proto proto;
+static occl_hw hw;         /* the path's class */
+static occl_pfam fam = OCCL_PFAM_RING;
 static orStream_t s;
 static orEvent_t origin, ea, eb;
 static occlComm_t comm;
@@ -57,7 +67,14 @@ static long long now_of(orEvent_t e)
     return t;
 }
 
-static double hop(double bytes) { return alpha + bytes / beta; }
+/* A step of `bytes` of data, and the call's base latency, with the
+ * protocol's figures. */
+static double hop(double bytes)
+{
+    return alpha + (double)occl_proto_hop_ns(fam, proto, hw) +
+           (double)occl_proto_wire_bytes(fam, proto, hw, n, false, (uint64_t)bytes) / beta;
+}
+static double base(void) { return (double)occl_proto_base_ns(fam, proto); }
 
 #define SLOWEST (-2) /* only_rank: check the slowest rank's time */
 
@@ -130,6 +147,14 @@ int main(int argc, char **argv)
         CHECK_OCCL(occlGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     CHECK_OCCL(occlCommInitRank(&comm, n, id, me));
+    /* The closed forms need one protocol, and the class of the paths. */
+    const char *pe = getenv("OCCL_PROTO");
+    int pk = 0;
+    while (pk < OCCL_NUM_PROTOS && !(pe && strcasecmp(pe, occl_proto_name((occl_proto)pk)) == 0))
+        pk++;
+    CHECK(wall || pk < OCCL_NUM_PROTOS);
+    proto = pk < OCCL_NUM_PROTOS ? (occl_proto)pk : OCCL_PROTO_SIMPLE;
+    hw = occl_proto_hw(or_vclock_path(or_global_device(0, 0), or_global_device(1, 0)).type);
 
     size_t S = mib << 20, count = S / sizeof(float);
     float *send, *recv, *host;
@@ -147,7 +172,10 @@ int main(int argc, char **argv)
         K = K < (1 << 20) ? (1 << 20) : K > (16 << 20) ? (16 << 20) : K;
         double C = ceil(half / K);
         TIME(t, occlAllReduce(send, recv, count, occlFloat, occlSum, comm, s));
-        expect("allreduce tree (double binary)", t, (C + 1) * alpha + 2 * C * K / beta, SLOWEST);
+        fam = OCCL_PFAM_TREE;
+        double a = alpha + (double)occl_proto_hop_ns(fam, proto, hw);
+        double wk = (double)occl_proto_wire_bytes(fam, proto, hw, n, false, (uint64_t)K);
+        expect("allreduce tree (double binary)", t, base() + (C + 1) * a + 2 * C * wk / beta, SLOWEST);
         CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
         for (size_t i = 0; i < count; i += 4097)
             CHECK(host[i] == (float)(n * (n + 1) / 2));
@@ -159,7 +187,7 @@ int main(int argc, char **argv)
 
     /* Ring all-reduce (OCCL_ALGO=ring in the environment). */
     TIME(t, occlAllReduce(send, recv, count, occlFloat, occlSum, comm, s));
-    expect("allreduce ring", t, hops * hop((double)S / n), -1);
+    expect("allreduce ring", t, base() + hops * hop((double)S / n), -1);
     CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
     for (size_t i = 0; i < count; i += 4097)
         CHECK(host[i] == (float)(n * (n + 1) / 2));
@@ -167,9 +195,9 @@ int main(int argc, char **argv)
     /* All-gather and reduce-scatter: S/n per rank's block. */
     size_t block = count / (size_t)n;
     TIME(t, occlAllGather(send, recv, block, occlFloat, comm, s));
-    expect("allgather", t, (n - 1) * hop((double)block * 4), -1);
+    expect("allgather", t, base() + (n - 1) * hop((double)block * 4), -1);
     TIME(t, occlReduceScatter(recv, send, block, occlFloat, occlSum, comm, s));
-    expect("reducescatter", t, (n - 1) * hop((double)block * 4), -1);
+    expect("reducescatter", t, base() + (n - 1) * hop((double)block * 4), -1);
 
     /* A late rank (all ranks ended the reduce-scatter together): rank 0 first sets S bytes (its memory's time). Every rank
      * ends at the latest entry plus the all-reduce, and a second stream
@@ -197,7 +225,7 @@ int main(int argc, char **argv)
         if (me != 0)
             CHECK(entry_max > entry); /* rank 0 was late */
     }
-    expect("allreduce after a late rank (from latest)", end - entry_max, hops * hop((double)S / n), -1);
+    expect("allreduce after a late rank (from latest)", end - entry_max, base() + hops * hop((double)S / n), -1);
 
     /* Broadcast: the chain's last rank (just before the root on the ring:
      * rank n-1 in rank order, another on a topology's ring) ends last. */
@@ -206,7 +234,7 @@ int main(int argc, char **argv)
     CHECK_OR(orMemcpy(send, host, S, orMemcpyHostToDevice));
     TIME(t, occlBroadcast(send, recv, count, occlFloat, 0, comm, s));
     double chunks = (double)S / (4 << 20);
-    expect("broadcast", t, (n - 2 + chunks) * hop(4 << 20), SLOWEST);
+    expect("broadcast", t, base() + (n - 2 + chunks) * hop(4 << 20), SLOWEST);
     CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
     for (size_t i = 0; i < count; i += 4093)
         CHECK(host[i] == (float)i);
@@ -223,7 +251,7 @@ int main(int argc, char **argv)
         CHECK_OR(or_stream_advance_vclock(s, (uint64_t)latest, 0, NULL));
     TIME(t, occlReduce(send, recv, count, occlFloat, occlSum, 1 % n, comm, s));
     double K = (double)S / 4;
-    expect("reduce chain (root)", t, (n - 2 + (double)S / K) * hop(K), 1 % n);
+    expect("reduce chain (root)", t, base() + (n - 2 + (double)S / K) * hop(K), 1 % n);
 
     /* Everything else costs at least one hop and is timed the same way. */
     struct {

@@ -25,6 +25,11 @@
  *             a + 4 S / b + (n+1) S / memory bandwidth
  *           and AlltoAll's blocks B the same without the reduction.
  *
+ * Each closed form also holds the protocol's figures (OCCL_PROTO=Simple:
+ * collectives/vproto.h): its base latency once (the tree's for the
+ * hierarchical all-reduce, the ring's for the rest), its hop latency added
+ * to a, and its bytes on the links w(x) in place of x.
+ *
  * Without link contention each would cost one transfer time. Every check is
  * on the slowest rank, within 1%, every collective started by all ranks at
  * the same virtual time; the all-reduce, run again, costs each rank exactly
@@ -40,6 +45,8 @@
 
 #include "occltest.h"
 #include "runtime_ext.h"
+#include "vclock.h"
+#include "vproto.h"
 
 #define A100_BYTES_PER_NS 2039.0
 
@@ -123,6 +130,18 @@ int main(int argc, char **argv)
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     occlComm_t comm;
     CHECK_OCCL(occlCommInitRank(&comm, n, id, me));
+    const char *pe = getenv("OCCL_PROTO");
+    CHECK(pe && strcmp(pe, "Simple") == 0);
+    /* The class of the paths that share: the switch's, or the network's. */
+    occl_hw hw = occl_proto_hw(or_vclock_path(or_global_device(0, 0), or_global_device(1, 0)).type);
+    for (int r = 2; !sw && r < n; r++) /* packed or spread: the path to the other node */
+        if (occl_proto_hw(or_vclock_path(or_global_device(0, 0), or_global_device(r, 0)).type) == OCCL_HW_NET)
+            hw = OCCL_HW_NET;
+    occl_proto P = OCCL_PROTO_SIMPLE;
+    double w = (double)occl_proto_wire_bytes(OCCL_PFAM_RING, P, hw, n, false, 1u << 30) / (double)(1u << 30);
+    double base_tree = (double)occl_proto_base_ns(OCCL_PFAM_TREE, P), base_ring = (double)occl_proto_base_ns(OCCL_PFAM_RING, P);
+    double a_tree = a + (double)occl_proto_hop_ns(OCCL_PFAM_TREE, P, hw);
+    double a_ring = a + (double)occl_proto_hop_ns(OCCL_PFAM_RING, P, hw);
 
     float *send, *recv, *host;
     CHECK_OR(orMalloc((void **)&send, S));
@@ -137,10 +156,11 @@ int main(int argc, char **argv)
     /* The all-reduce (OCCL_ALGO forces the algorithm that shares links). */
     TIME(t, occlAllReduce(send, recv, count, occlFloat, occlSum, comm, s));
     if (sw)
-        expect("allreduce hierarchical", t, 2 * (a + (n - 1) * (double)S / b) + reduction,
-               2 * (a + (double)S / b) + reduction);
+        expect("allreduce hierarchical", t, base_tree + 2 * (a_tree + (n - 1) * w * (double)S / b) + reduction,
+               base_tree + 2 * (a_tree + w * (double)S / b) + reduction);
     else
-        expect("allreduce direct", t, a + 4 * (double)S / b + reduction, a + (double)S / b + reduction);
+        expect("allreduce direct", t, base_ring + a_ring + 4 * w * (double)S / b + reduction,
+               base_ring + a_ring + w * (double)S / b + reduction);
     CHECK_OR(orMemcpy(host, recv, S, orMemcpyDeviceToHost));
     for (size_t i = 0; i < count; i += 4099)
         CHECK(host[i] == (float)(n * (n + 1) / 2));
@@ -154,12 +174,12 @@ int main(int argc, char **argv)
     double B = (double)block * sizeof(float);
     if (sw) {
         TIME(t, occlGather(send, recv, block, occlFloat, 0, comm, s));
-        expect("gather", t, a + (n - 1) * B / b, a + B / b);
+        expect("gather", t, base_ring + a_ring + (n - 1) * w * B / b, base_ring + a_ring + w * B / b);
         TIME(t, occlScatter(recv, send, block, occlFloat, 0, comm, s));
-        expect("scatter", t, a + (n - 1) * B / b, a + B / b);
+        expect("scatter", t, base_ring + a_ring + (n - 1) * w * B / b, base_ring + a_ring + w * B / b);
     } else {
         TIME(t, occlAlltoAll(send, recv, block, occlFloat, comm, s));
-        expect("alltoall", t, a + 4 * B / b, a + B / b);
+        expect("alltoall", t, base_ring + a_ring + 4 * w * B / b, base_ring + a_ring + w * B / b);
     }
 
     CHECK_OCCL(occlCommDestroy(comm));

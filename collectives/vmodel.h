@@ -1,0 +1,40 @@
+/*
+ * collectives/vmodel.h - the virtual-time model of a collective without a
+ * communicator: the system as the replay sees it (ranks in ring order,
+ * virtual nodes, trees, the path between two ranks' devices), for programs
+ * that predict a machine they do not run on (tests/perf/validate_model).
+ * A communicator's calls go through the same schedules and replay
+ * (vcost.c), with the communicator's ring, nodes, trees and paths.
+ */
+#ifndef OCCL_VMODEL_H
+#define OCCL_VMODEL_H
+
+#include <stdint.h>
+
+#include "occl_internal.h"
+#include "vclock.h"
+
+typedef struct occl_vsystem {
+    int nranks;
+    const int *ring;       /* the ranks in ring order, each virtual node a run of it */
+    const int *node_first; /* node k is ring[node_first[k] .. node_first[k+1]) */
+    int nnodes;
+    occl_trees trees;      /* built over these ranks (occl_node_trees, occl_trees_schedule) */
+    /* The path a transfer from rank src to rank dst takes. */
+    or_vpath (*path)(void *ctx, int src, int dst);
+    void *ctx;
+} occl_vsystem;
+
+/* The time of call c (its coll, count, type and root; c->comm unused) on
+ * system s with algorithm algo and protocol proto, every rank entering at
+ * 0 and bps[r] the memory bandwidth of rank r's device: the end of the last
+ * rank, in ns; UINT64_MAX if it cannot be modelled (out of memory, or a
+ * protocol the algorithm does not run). */
+uint64_t occl_vmodel_time(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
+                          const uint64_t *bps);
+
+/* The protocol family (NCCL's table row) algorithm algo of collective coll
+ * takes its constants from. */
+occl_pfam occl_vmodel_family(occl_coll coll, occl_algo algo);
+
+#endif

@@ -82,6 +82,24 @@ for mode in wall virtual; do
     fi
 done
 
+# In virtual time the protocols are offered too: the tuner's is the one the
+# model charges, in the planner's log; in wall time only Simple is.
+if run 2 1 1 OPENREG_TIME=virtual OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=RING \
+    TEST_TUNER_PROTO=LL && echo "$out" | grep -q "tuner plugin chose RING/LL: ring/LL (OCCL's own: " &&
+    [ "$(echo "$out" | sed -n 's/.*virtual nodes (virtual-time model: .*): \([a-z]*\/[A-Za-z0-9]*\)$/\1/p' |
+        sort -u)" = ring/LL ]; then
+    ok "a protocol in virtual time: ring/LL"
+else
+    fail "a protocol in virtual time: ring/LL"
+fi
+if run 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=RING TEST_TUNER_PROTO=LL &&
+    [ "$(choices)" = "direct " ] &&
+    echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct/Simple (OCCL's own: direct/Simple)"; then
+    ok "no LL offered in wall time: the table's cheapest"
+else
+    fail "no LL offered in wall time"
+fi
+
 # OCCL_ALGO still limits what the tuner is offered: it cannot get tree.
 if run 2 1 1 OCCL_ALGO=ring,direct OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=TREE &&
     [ "$(choices)" = "direct " ] && echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct/Simple"; then

@@ -2,8 +2,9 @@
  * A tuner plugin written only against NCCL's plugin ABI (nccl_plugin_abi.h,
  * as NCCL's plugins/tuner/example is against NCCL's headers): it forces the
  * algorithm named by TEST_TUNER_ALGO ("RING", "TREE", "COLLNET_DIRECT",
- * "COLLNET_CHAIN", "NVLS") wherever the core offers it ("KEEP": the v5 build
- * leaves the core's table as it is), and at finalize
+ * "COLLNET_CHAIN", "NVLS") with the protocol TEST_TUNER_PROTO (default
+ * "SIMPLE") wherever the core offers it ("KEEP": the v5 build leaves the
+ * core's table as it is), and at finalize
  * appends what it was asked to the file TEST_TUNER_LOG:
  *   tuner v<N> nranks=<n> nnodes=<n> calls=<n> funcs=<ncclFunc_t ids>
  * Built as the v5 interface, as v2 with -DTUNER_V2, or as v6 and v5 with
@@ -21,7 +22,7 @@ static const char *const algos[NCCL_NUM_ALGORITHMS] = {"TREE", "RING", "COLLNET_
                                                        "NVLS", "NVLS_TREE", "PAT"};
 
 typedef struct {
-    int algo;
+    int algo, proto;
     size_t nranks, nnodes;
     int calls;
     char funcs[256];
@@ -40,6 +41,16 @@ static ncclResult_t make(void **ctx, size_t nRanks, size_t nNodes, ncclDebugLogg
     if (!c)
         return ncclSystemError;
     c->algo = algo;
+    /* TEST_TUNER_PROTO: "LL", "LL128" or (the default) "SIMPLE". */
+    const char *proto = getenv("TEST_TUNER_PROTO");
+    c->proto = !proto || strcmp(proto, "SIMPLE") == 0 ? NCCL_PROTO_SIMPLE
+               : strcmp(proto, "LL128") == 0           ? NCCL_PROTO_LL128
+               : strcmp(proto, "LL") == 0              ? NCCL_PROTO_LL
+                                                       : -1;
+    if (c->proto < 0) {
+        free(c);
+        return ncclInvalidArgument;
+    }
     c->nranks = nRanks;
     c->nnodes = nNodes;
     logfn(NCCL_LOG_INFO, NCCL_TUNING, __FILE__, __LINE__, "test tuner: forcing %s on %zu ranks", want, nRanks);
@@ -86,7 +97,7 @@ static ncclResult_t get_v2(void *ctx, ncclFunc_t f, size_t nBytes, int collNetSu
     context *c = ctx;
     note(c, f);
     *algorithm = c->algo;
-    *protocol = NCCL_PROTO_SIMPLE;
+    *protocol = c->proto;
     return ncclSuccess;
 }
 
@@ -111,8 +122,8 @@ static ncclResult_t get_v5(void *ctx, ncclFunc_t f, size_t nBytes, int numPipeOp
     float(*table)[NCCL_NUM_PROTOCOLS] = (float(*)[NCCL_NUM_PROTOCOLS])collCostTable;
     if (numAlgo != NCCL_NUM_ALGORITHMS || numProto != NCCL_NUM_PROTOCOLS)
         return ncclInternalError;
-    if (c->algo < NCCL_NUM_ALGORITHMS && table[c->algo][NCCL_PROTO_SIMPLE] != NCCL_ALGO_PROTO_IGNORE)
-        table[c->algo][NCCL_PROTO_SIMPLE] = 0.0f;
+    if (c->algo < NCCL_NUM_ALGORITHMS && table[c->algo][c->proto] != NCCL_ALGO_PROTO_IGNORE)
+        table[c->algo][c->proto] = 0.0f;
     return ncclSuccess;
 }
 

@@ -726,6 +726,11 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
     if (after)
         after(); // copies out of staging buffers, on the same stream
     OR_TORCH_CHECK(orEventRecord(work->event_, stream));
+    // A small call often ran to its end on this thread (OCCL's low-latency
+    // path): settled now, it costs the watcher no wake-up. A failure still
+    // goes to the watcher, which reports the first one.
+    if (work->settle(false) && work->isSuccess())
+        return work;
     {
         std::lock_guard<std::mutex> qlock(queue_mutex_);
         queue_.push_back(work);

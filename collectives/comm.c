@@ -22,6 +22,7 @@
 
 #include "group.h"
 #include "occl_internal.h"
+#include "plugin.h"
 
 #define ID_MAGIC 0x4f43434c55494431ULL /* "OCCLUID1" */
 enum { TAG_REGISTER = 0x0ff00000, TAG_TABLE = 0x0fe00000 }; /* above every comm slot */
@@ -531,6 +532,7 @@ static void comm_free(occlComm_t c)
         return;
     live_remove(c);
     occl_runner_stop(c);
+    occl_plugins_comm_fini(c);
     occl_notice_release(c);
     if (c->magic == OCCL_COMM_MAGIC && c->network && atomic_load(&c->async_error) != occlSuccess)
         occl_xfer_drain(c);
@@ -618,6 +620,7 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
         return res;
     if (!live_add(c))
         return occl_fail(occlSystemError, "out of memory");
+    occl_plugins_comm_init(c);
     c->magic = OCCL_COMM_MAGIC;
     OCCL_INFO("comm %016llx%s%s%s rank %d/%d on device %d, world rank %d, node %d (%d virtual "
               "nodes), tag slot %d, %sblocking", (unsigned long long)c->id,

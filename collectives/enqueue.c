@@ -11,6 +11,7 @@
 #include "group.h"
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_COLL
 #include "occl_internal.h"
+#include "plugin.h"
 
 static _Thread_local struct {
     int depth;
@@ -75,6 +76,9 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
     occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
     if (res != occlSuccess)
         occl_fail(res, "the communicator failed earlier; call skipped");
+    struct occl_prof_comm *prof = comm->prof; /* NCCL profiler plugin events (profiler.c) */
+    if (prof)
+        occl_prof_group_start(comm);
     for (int i = 0; i < t->n && res == occlSuccess;) {
         /* Consecutive sends and receives progress together (no ordering deadlock). */
         int j = i;
@@ -87,9 +91,15 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
                 break;
             *t->calls[i].source = t->calls[i].root;
         }
+        if (prof)
+            occl_prof_calls_start(comm, &t->calls[i], m, *clock);
         res = occl_vrun(&t->calls[i], m, clock);
+        if (prof)
+            occl_prof_calls_stop(comm, *clock);
         i += m;
     }
+    if (prof)
+        occl_prof_group_stop(comm);
     return res;
 }
 

@@ -284,6 +284,10 @@ struct occlComm {
         uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS];
     } plan_cache[OCCL_PLAN_CACHE];
     int plan_next; /* the entry the next new shape replaces */
+    /* NCCL tuner and profiler plugins this communicator uses, or NULL
+     * (plugin.h). */
+    struct occl_tuner_comm *tuner;
+    struct occl_prof_comm *prof;
 };
 
 /* Device scratch of at least `bytes` in slot `slot` of comm (its contents

@@ -27,6 +27,7 @@
 
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_NET
 #include "occl_internal.h"
+#include "plugin.h"
 
 /* XFER_QUEUED: a network receive that waits until the receive before it from
  * the same peer has posted all its pieces (see occl_xfers_run); XFER_HEADER:
@@ -453,7 +454,7 @@ static void idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool networ
     }
 }
 
-occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
+static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
 {
     occlResult_t err = occlSuccess;
     /* A network receive that reduces posts its later pieces as it goes, and
@@ -620,4 +621,11 @@ void occl_xfer_drain(occlComm_t comm)
         while (discard_next(src, tag, comm->job.comm) || discard_next(src, tag, comm->job.p2p_comm))
             ;
     }
+}
+
+occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n)
+{
+    if (comm->prof) /* an NCCL profiler plugin sees the transfers (profiler.c) */
+        return occl_prof_xfers_run(comm, x, n, xfers_run);
+    return xfers_run(comm, x, n);
 }

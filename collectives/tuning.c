@@ -21,6 +21,7 @@
 
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
 #include "occl_internal.h"
+#include "plugin.h"
 #include "vmodel.h"
 
 static const char *const algo_names[OCCL_NUM_ALGOS] = {"ring", "tree", "direct", "hierarchical",
@@ -365,6 +366,7 @@ occl_choice occl_plan_choice(const occl_call *c)
     occl_algo pick = OCCL_NUM_ALGOS;
     double best = INFINITY;
     unsigned cand = 0; /* allowed and eligible (a finite cost) */
+    double costs[OCCL_NUM_ALGOS];
     for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
         if (!(mask & has & (1u << a)))
             continue;
@@ -373,6 +375,7 @@ occl_choice occl_plan_choice(const occl_call *c)
         double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(c, (occl_algo)a, bytes)
                       : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(c, (occl_algo)a, bytes)
                                                      : 0;
+        costs[a] = cost;
         if (cost < INFINITY)
             cand |= 1u << a;
         if (cost < best) {
@@ -393,6 +396,10 @@ occl_choice occl_plan_choice(const occl_call *c)
         cached = e->used;
         choice = cached ? (occl_choice){(occl_algo)e->algo, (occl_proto)e->proto}
                         : plan_from_model(c, cand, pmask, e);
+        pick = choice.algo;
+    }
+    if (comm->tuner) { /* an NCCL tuner plugin has the last word (tuner.c) */
+        choice = occl_tuner_choose(c, mask & has, costs, e ? e->est_ns : NULL, (occl_choice){pick, choice.proto});
         pick = choice.algo;
     }
     if (timed)

@@ -172,7 +172,7 @@ static orError_t start_wait(MPI_Request *req, const char *step)
 
 /* Compared at start-up: they decide the nodes, the placement, the clock and
  * the collectives' algorithms, which every rank must see alike. */
-enum { AGREE_RUNTIME = 4, AGREE_MAX = 8, AGREE_TEXT = 256 };
+enum { AGREE_RUNTIME = 4, AGREE_MAX = 16, AGREE_TEXT = 256 };
 static const char *agree_names[AGREE_MAX] = {"OPENREG_RANKS_PER_NODE", "OPENREG_TOPO",
                                              "OPENREG_PLACEMENT", "OPENREG_TIME"};
 static const char *agree_unset[AGREE_MAX]; /* the layers' settings: what unset means */

@@ -182,10 +182,13 @@ static void wake_if(occlComm_t comm, int j, int32_t whom)
 typedef bool (*ready_fn)(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err);
 
 /* How long a waiter spins (with a core of its own) and then yields before it
- * sleeps; with more ranks than cores it yields briefly only: a yield may
- * hand the core straight back (the scheduler keeps it fair over a time
- * slice, not per call), and a sleeper is woken by the poster at once. */
-enum { SPIN_NS = 20000, YIELD_NS = 100000, OVERSUBSCRIBED_YIELD_NS = 30000, CHECK_NS = 1000000 };
+ * sleeps. With more ranks than cores it does not spin, which would keep the
+ * awaited rank off the core, and yields for longer: a rank that sleeps is
+ * woken by its poster, but on these virtual machines an idle core takes
+ * tens of microseconds to come back (measured: 8-byte all-reduce on 8
+ * ranks, 2 cores, 66-108 us with 300 us of yields against 126 us with 30,
+ * docs/occl-perf.md); a yield hands the core to any rank that can run. */
+enum { SPIN_NS = 20000, YIELD_NS = 100000, OVERSUBSCRIBED_YIELD_NS = 300000, CHECK_NS = 1000000 };
 
 /* Until ready() says so, fails, or the deadline, an abort or the caller's
  * give-up comes. Before it sleeps a rank says for whom (sleeps_for): for
@@ -232,8 +235,7 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
                     return err;
             }
         }
-        static long dbg_y = -1; if (dbg_y < 0) { const char *e = getenv("OCCL_DBG_YIELD_US"); dbg_y = e ? atol(e) * 1000 : OVERSUBSCRIBED_YIELD_NS; }
-        if (now - start < (comm->oversubscribed ? (uint64_t)dbg_y : YIELD_NS)) {
+        if (now - start < (comm->oversubscribed ? OVERSUBSCRIBED_YIELD_NS : YIELD_NS)) {
             sched_yield();
             continue;
         }

@@ -239,7 +239,7 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
             sched_yield();
             continue;
         }
-        /* Sleep: said for whom first, then one more look (see wake_readers). */
+        /* Sleep: said for whom first, then one more look (see wake_if). */
         int32_t whom = check_peers ? st->missing : WAIT_FREE;
         atomic_store(&area->sleeps_for, whom);
         atomic_fetch_add(&me->sleepers, 1);

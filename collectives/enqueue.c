@@ -211,8 +211,8 @@ static _Thread_local bool launching_many;
  * the call on the communicator's thread. */
 static bool may_run_on_caller(const occl_task *t)
 {
-    return t == launching && !launching_many && t->n == 1 && occl_caller_wait_ns() && !or_vclock_virtual() &&
-           !or_trace_enabled() && occl_ll_eligible(&t->calls[0]);
+    return t == launching && !launching_many && t->n == 1 && occl_caller_wait_ns() &&
+           !or_vclock_virtual() && !or_trace_enabled() && occl_ll_eligible(&t->calls[0]);
 }
 
 /* When the task reaches the head of its stream, under the device's lock

@@ -11,11 +11,12 @@
  * one step: an n-way reduction in rank order, so every rank computes the
  * same bits.
  *
- * Each rank has two boxes, used by alternate calls. Before it refills the
- * box of call s-2, a rank checks that every peer has read it: each rank
- * publishes the last call it has finished reading for (`done`). In an
- * AllReduce that holds already (a peer that posted call s-1 had finished
- * s-2); in a Broadcast loop the root may wait for it.
+ * Each rank has OCCL_LL_BOXES boxes, used by its calls in turn. Before it
+ * refills the box of call s-8, a rank checks that every peer has read it:
+ * each rank publishes the last call it has finished reading for (`done`).
+ * In an AllReduce that holds already (a peer that posted call s-1 had
+ * finished s-2); a Broadcast's root runs up to 8 calls ahead of the slowest
+ * reader before it waits.
  *
  * The box carries the call's fingerprint, so a mismatched call fails as on
  * the other paths; a peer found in another path's call under the same
@@ -42,7 +43,7 @@
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
 #include "occl_internal.h"
 
-/* One rank's input to one call. */
+/* One rank's input to one call: a header, then OCCL_LL_MAX_BYTES of data. */
 typedef struct occl_ll_box {
     _Alignas(64) _Atomic uint64_t seq; /* the call whose input data holds; written last */
     /* Its fingerprint and the one of the collective before it: a call in
@@ -50,8 +51,13 @@ typedef struct occl_ll_box {
      * Reduce's leaf) is found mismatched at the next call that reads. */
     occl_fp_pair fp;
     uint64_t bytes;
-    _Alignas(64) unsigned char data[OCCL_LL_BOX_BYTES];
+    _Alignas(64) unsigned char data[];
 } occl_ll_box;
+
+/* A rank's boxes are used by its calls in turn: a root that only posts
+ * (Broadcast, Scatter) or leaves that only post (Reduce, Gather) run up to
+ * OCCL_LL_BOXES calls ahead of the slowest reader. */
+#define OCCL_LL_BOXES 8
 
 struct occl_ll_area {
     _Alignas(64) _Atomic uint64_t done; /* the last call this rank has read its peers' boxes for */
@@ -59,10 +65,11 @@ struct occl_ll_area {
      * (any peer's done moving), or WAIT_NONE. A poster wakes only the
      * readers that sleep for it: the others would look and sleep again. */
     _Atomic int32_t sleeps_for;
-    occl_ll_box box[2];
 };
 
 enum { WAIT_NONE = -1, WAIT_FREE = -2 };
+
+static size_t ll_max_bytes = OCCL_LL_DEFAULT_BYTES;  /* OCCL_LL_MAX_BYTES */
 
 size_t occl_ll_area_offset(int nranks)
 {
@@ -70,18 +77,26 @@ size_t occl_ll_area_offset(int nranks)
     return (off + 63) & ~(size_t)63;
 }
 
-size_t occl_ll_area_bytes(void) { return sizeof(occl_ll_area); }
+/* The same on every rank of a node: OCCL_LL_MAX_BYTES must agree. */
+static size_t box_stride(void) { return (sizeof(occl_ll_box) + ll_max_bytes + 63) & ~(size_t)63; }
+
+size_t occl_ll_area_bytes(void) { return sizeof(occl_ll_area) + OCCL_LL_BOXES * box_stride(); }
 
 static occl_ll_area *area_of(occl_ctrl *c, int nranks)
 {
     return (occl_ll_area *)((unsigned char *)c + occl_ll_area_offset(nranks));
 }
 
+static occl_ll_box *box_of(occl_ctrl *c, int nranks, uint64_t seq)
+{
+    return (occl_ll_box *)((unsigned char *)area_of(c, nranks) + sizeof(occl_ll_area) +
+                           (seq % OCCL_LL_BOXES) * box_stride());
+}
+
 void occl_ll_init(occl_ctrl *c, int nranks) { atomic_store(&area_of(c, nranks)->sleeps_for, WAIT_NONE); }
 
 /* ---- settings ------------------------------------------------------------------ */
 
-static size_t ll_max_bytes = OCCL_LL_DEFAULT_BYTES;  /* OCCL_LL_MAX_BYTES */
 static uint64_t caller_wait_ns = OCCL_CALLER_WAIT_DEFAULT_US * 1000u; /* OCCL_CALLER_WAIT_US */
 
 static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out)
@@ -264,7 +279,7 @@ static bool box_free(occlComm_t comm, const occl_call *c, occl_ll_state *st, occ
 {
     (void)c;
     (void)err;
-    uint64_t last = atomic_load_explicit(&area_of(comm->ctrl, comm->nranks)->box[st->seq & 1].seq,
+    uint64_t last = atomic_load_explicit(&box_of(comm->ctrl, comm->nranks, st->seq)->seq,
                                          memory_order_relaxed);
     for (int j = 0; j < comm->nranks; j++)
         if (j != comm->rank &&
@@ -281,7 +296,7 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
     for (int j = 0; j < comm->nranks; j++) {
         if (!reads(c, comm->rank, j) || (st->seen[j / 64] >> (j % 64) & 1))
             continue;
-        occl_ll_box *b = &area_of(comm->peers[j].ctrl, comm->nranks)->box[st->seq & 1];
+        occl_ll_box *b = box_of(comm->peers[j].ctrl, comm->nranks, st->seq);
         if (atomic_load_explicit(&b->seq, memory_order_acquire) != st->seq) {
             if (all)
                 st->missing = j;
@@ -309,7 +324,7 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
 
 static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, uint64_t seq)
 {
-    return j == comm->rank ? c->sendbuff : area_of(comm->peers[j].ctrl, comm->nranks)->box[seq & 1].data;
+    return j == comm->rank ? c->sendbuff : box_of(comm->peers[j].ctrl, comm->nranks, seq)->data;
 }
 
 static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
@@ -388,7 +403,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
             res = wait_until(comm, c, st, box_free, false);
             if (res != occlSuccess)
                 return res; /* occlInProgress: nothing posted yet, tried again later */
-            occl_ll_box *box = &mine->box[st->seq & 1];
+            occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq);
             memcpy(box->data, c->sendbuff, bytes);
             box->fp = occl_fp_carried(comm, &st->fp);
             box->bytes = bytes;

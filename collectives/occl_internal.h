@@ -430,10 +430,10 @@ typedef struct occl_call {
 
 /* ll.c: the low-latency path for small collectives within one node (each
  * rank posts its input with the call's number into a box of its control
- * block; the ranks that need it read it from there). A rank's boxes take
- * OCCL_LL_BOX_BYTES; OCCL_LL_MAX_BYTES (default OCCL_LL_DEFAULT_BYTES)
- * bounds the input a call may post. */
-#define OCCL_LL_BOX_BYTES (16 << 10)
+ * block; the ranks that need it read it from there). OCCL_LL_MAX_BYTES
+ * (default OCCL_LL_DEFAULT_BYTES, at most OCCL_LL_BOX_BYTES) bounds the
+ * input a call may post, and sizes the boxes. */
+#define OCCL_LL_BOX_BYTES (16 << 10) /* the largest OCCL_LL_MAX_BYTES */
 #define OCCL_LL_DEFAULT_BYTES 4096
 #define OCCL_LL_MAX_RANKS OCCL_MAX_MPI_RANKS
 /* How long a call run on the calling thread waits for its peers before the

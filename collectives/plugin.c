@@ -111,6 +111,22 @@ void occl_plugin_release(occl_plugin_kind kind)
     pthread_mutex_unlock(&libs_lock);
 }
 
+void occl_plugin_refuse_versions(void *handle, const char *what, const char *name, const char *symbol,
+                                 int oldest, int newest)
+{
+    for (int v = 1; v <= 32; v++) {
+        char s[48];
+        snprintf(s, sizeof s, "%s_v%d", symbol, v);
+        if (dlsym(handle, s)) {
+            OCCL_WARN("%s plugin '%s' refused: it exports %s, a version OCCL does not support "
+                      "(%s_v%d to _v%d); continuing without it", what, name, s, symbol, oldest, newest);
+            return;
+        }
+    }
+    OCCL_WARN("%s plugin '%s' refused: no symbol %s_v%d .. _v%d in it; continuing without it", what, name,
+              symbol, newest, oldest);
+}
+
 void occl_plugin_refuse_for_comm(occl_plugin_kind kind, occlComm_t comm, const char *why, int result)
 {
     OCCL_WARN("rank %d: %s plugin '%s' refused for comm %016llx: %s returned %d; continuing without it",

@@ -40,6 +40,11 @@ typedef struct occl_plugin_lib {
  * return is paired with occl_plugin_release. */
 const occl_plugin_lib *occl_plugin_acquire(occl_plugin_kind kind, occl_plugin_resolve_fn resolve);
 void occl_plugin_release(occl_plugin_kind kind);
+/* A library with none of the versions OCCL supports (symbol_vOLDEST to
+ * symbol_vNEWEST): refused, naming the unsupported version it exports if
+ * it has one. `what` is "tuner" or "profiler". */
+void occl_plugin_refuse_versions(void *handle, const char *what, const char *name, const char *symbol,
+                                 int oldest, int newest);
 /* A communicator goes on without the plugin (its init failed): logged. */
 void occl_plugin_refuse_for_comm(occl_plugin_kind kind, occlComm_t comm, const char *why, int result);
 /* The logger handed to plugins: OCCL's log. */

@@ -70,16 +70,7 @@ static bool resolve(void *handle, const char *name, const void **sym, int *versi
         *version = v;
         return true;
     }
-    for (int v = 1; v <= 32; v++) {
-        char s[32];
-        snprintf(s, sizeof s, "ncclProfiler_v%d", v);
-        if (dlsym(handle, s)) {
-            OCCL_WARN("profiler plugin '%s' refused: it exports %s, a version OCCL does not support "
-                      "(ncclProfiler_v4 to _v6); continuing without it", name, s);
-            return false;
-        }
-    }
-    OCCL_WARN("profiler plugin '%s' refused: no symbol ncclProfiler_v6 .. _v4 in it; continuing without it", name);
+    occl_plugin_refuse_versions(handle, "profiler", name, "ncclProfiler", 4, 6);
     return false;
 }
 

@@ -76,16 +76,7 @@ static bool resolve(void *handle, const char *name, const void **sym, int *versi
         return true;
     }
     /* Name a version this OCCL does not know, if that is what it has. */
-    for (int v = 1; v <= 32; v++) {
-        char s[32];
-        snprintf(s, sizeof s, "ncclTunerPlugin_v%d", v);
-        if (dlsym(handle, s)) {
-            OCCL_WARN("tuner plugin '%s' refused: it exports %s, a version OCCL does not support "
-                      "(ncclTunerPlugin_v2 to _v6); continuing without it", name, s);
-            return false;
-        }
-    }
-    OCCL_WARN("tuner plugin '%s' refused: no symbol ncclTunerPlugin_v6 .. _v2 in it; continuing without it", name);
+    occl_plugin_refuse_versions(handle, "tuner", name, "ncclTunerPlugin", 2, 6);
     return false;
 }
 

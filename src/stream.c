@@ -143,6 +143,22 @@ static or_stream *pop_ready_locked(or_device *dev)
     return NULL;
 }
 
+static void op_execute(or_stream *s, or_op *op);
+
+/* An event record at the head of an idle stream is taken (the stream made
+ * busy) by the thread that finds it there, which completes it at once: a
+ * worker woken only to mark an event done would cost more than the record,
+ * and a query right after it (as a collective's work object makes) finds it
+ * done. Not in virtual time, whose charges follow the worker's order. */
+static or_op *take_record_locked(or_stream *s)
+{
+    or_op *op = s->head;
+    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || s->busy || s->queued || s->blocked)
+        return NULL;
+    s->busy = true;
+    return op;
+}
+
 uint64_t or_stream_enqueue(or_stream *s, or_op *op)
 {
     or_device *dev = s->dev;
@@ -165,11 +181,17 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
         s->head = op;
     s->tail = op;
     atomic_store(&s->enq_seq, op->seq);
-    if (s->head == op && !s->busy && !s->queued && !s->blocked)
-        wake = stream_advance_locked(s);
+    bool here = false;
+    if (s->head == op && !s->busy && !s->queued && !s->blocked) {
+        here = take_record_locked(s) == op;
+        if (!here)
+            wake = stream_advance_locked(s);
+    }
     if (wake)
         or_notifier_signal(&dev->work);
     pthread_mutex_unlock(&dev->lock);
+    if (here)
+        op_execute(s, op);
     return seq;
 }
 
@@ -187,16 +209,25 @@ void or_stream_op_begin(or_op *op)
 
 static void stream_complete(or_stream *s, or_op *op)
 {
-    if (or_recording())
-        or_record_op(op);
     or_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
-    s->busy = false;
-    pop_head_locked(s, op);
-    if (s->head && stream_advance_locked(s))
-        or_notifier_signal(&dev->work);
-    pthread_mutex_unlock(&dev->lock);
-    or_op_release(op);
+    while (op) {
+        if (or_recording())
+            or_record_op(op);
+        pthread_mutex_lock(&dev->lock);
+        s->busy = false;
+        pop_head_locked(s, op);
+        or_op *next = take_record_locked(s);
+        if (!next && s->head && stream_advance_locked(s))
+            or_notifier_signal(&dev->work);
+        pthread_mutex_unlock(&dev->lock);
+        or_op_release(op);
+        /* An event record next completes here, as on an idle stream. */
+        if (next) {
+            or_stream_op_begin(next);
+            or_event_complete(next->u.event.event, next->u.event.gen, next->vt_start);
+        }
+        op = next;
+    }
 }
 
 /* Event completion calls this for a stream parked on it. */

@@ -449,6 +449,15 @@ bool ProcessGroupOCCL::WorkOCCL::wait(std::chrono::milliseconds timeout) {
         return true;
     // Without a timeout of its own, the wait outlasts OCCL's deadline (the
     // group's timeout) a little, so that OCCL's reason is what the user sees.
+    // Without a timeout of its own, the waiter settles the work itself: it
+    // wakes when the event completes, not after the watcher has (one thread
+    // hop less). Every OCCL wait has OCCL_TIMEOUT_MS, so the event completes.
+    if (timeout == kNoTimeout && settle(true)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (exception_)
+            std::rethrow_exception(exception_);
+        return true;
+    }
     auto limit = timeout == kNoTimeout ? timeout_ + std::chrono::milliseconds(10000) : timeout;
     std::unique_lock<std::mutex> lock(mutex_);
     // The watcher thread settles works in order; waiting on the condition

@@ -56,8 +56,14 @@ typedef struct occl_ll_box {
 
 /* A rank's boxes are used by its calls in turn: a root that only posts
  * (Broadcast, Scatter) or leaves that only post (Reduce, Gather) run up to
- * OCCL_LL_BOXES calls ahead of the slowest reader. */
+ * as many calls ahead of the slowest reader as there are boxes. Calls of at
+ * most OCCL_LL_SMALL_BYTES per rank (a loss, a norm, a flag) have boxes of
+ * their own, many of them: the deeper the window, the fewer times a rank
+ * that runs ahead must wait for one behind it to be scheduled, which is
+ * what a stream of small rooted calls costs with more ranks than cores. */
 #define OCCL_LL_BOXES 8
+#define OCCL_LL_SMALL_BOXES 128
+#define OCCL_LL_SMALL_BYTES 128
 
 struct occl_ll_area {
     _Alignas(64) _Atomic uint64_t done; /* the last call this rank has read its peers' boxes for */
@@ -80,16 +86,25 @@ size_t occl_ll_area_offset(int nranks)
 /* The same on every rank of a node: OCCL_LL_MAX_BYTES must agree. */
 static size_t box_stride(void) { return (sizeof(occl_ll_box) + ll_max_bytes + 63) & ~(size_t)63; }
 
-size_t occl_ll_area_bytes(void) { return sizeof(occl_ll_area) + OCCL_LL_BOXES * box_stride(); }
+#define SMALL_STRIDE ((sizeof(occl_ll_box) + OCCL_LL_SMALL_BYTES + 63) & ~(size_t)63)
+
+size_t occl_ll_area_bytes(void)
+{
+    return sizeof(occl_ll_area) + OCCL_LL_SMALL_BOXES * SMALL_STRIDE + OCCL_LL_BOXES * box_stride();
+}
 
 static occl_ll_area *area_of(occl_ctrl *c, int nranks)
 {
     return (occl_ll_area *)((unsigned char *)c + occl_ll_area_offset(nranks));
 }
 
-static occl_ll_box *box_of(occl_ctrl *c, int nranks, uint64_t seq)
+/* The box of call seq for a post of `bytes`, in c's area. */
+static occl_ll_box *box_of(occl_ctrl *c, int nranks, uint64_t seq, size_t bytes)
 {
-    return (occl_ll_box *)((unsigned char *)area_of(c, nranks) + sizeof(occl_ll_area) +
+    unsigned char *small = (unsigned char *)area_of(c, nranks) + sizeof(occl_ll_area);
+    if (bytes <= OCCL_LL_SMALL_BYTES)
+        return (occl_ll_box *)(small + (seq % OCCL_LL_SMALL_BOXES) * SMALL_STRIDE);
+    return (occl_ll_box *)(small + OCCL_LL_SMALL_BOXES * SMALL_STRIDE +
                            (seq % OCCL_LL_BOXES) * box_stride());
 }
 
@@ -274,13 +289,12 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
     }
 }
 
-/* Every peer has read this rank's box of the call two back. */
+/* Every peer has read the call that last used this rank's box for this one. */
 static bool box_free(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err)
 {
-    (void)c;
     (void)err;
-    uint64_t last = atomic_load_explicit(&box_of(comm->ctrl, comm->nranks, st->seq)->seq,
-                                         memory_order_relaxed);
+    occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq, posted_bytes(c, comm->rank));
+    uint64_t last = atomic_load_explicit(&box->seq, memory_order_relaxed);
     for (int j = 0; j < comm->nranks; j++)
         if (j != comm->rank &&
             atomic_load_explicit(&area_of(comm->peers[j].ctrl, comm->nranks)->done,
@@ -296,12 +310,21 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
     for (int j = 0; j < comm->nranks; j++) {
         if (!reads(c, comm->rank, j) || (st->seen[j / 64] >> (j % 64) & 1))
             continue;
-        occl_ll_box *b = box_of(comm->peers[j].ctrl, comm->nranks, st->seq);
+        size_t bytes = posted_bytes(c, j);
+        occl_ll_box *b = box_of(comm->peers[j].ctrl, comm->nranks, st->seq, bytes);
         if (atomic_load_explicit(&b->seq, memory_order_acquire) != st->seq) {
-            if (all)
-                st->missing = j;
-            all = false;
-            continue;
+            /* A peer that posts another size (a mismatched count) may have
+             * used the boxes of the other class: its fingerprint says so. */
+            occl_ll_box *other = box_of(comm->peers[j].ctrl, comm->nranks, st->seq,
+                                        bytes <= OCCL_LL_SMALL_BYTES ? SIZE_MAX : 0);
+            if (!comm->check_calls || other == b ||
+                atomic_load_explicit(&other->seq, memory_order_acquire) != st->seq) {
+                if (all)
+                    st->missing = j;
+                all = false;
+                continue;
+            }
+            b = other;
         }
         if (comm->check_calls) {
             occl_fp_pair theirs = b->fp;
@@ -314,6 +337,12 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
                 *err = occl_fp_mismatch(comm, j, &theirs.prev, NULL, before);
                 return false;
             }
+            if (b->bytes != bytes) { /* the same call, read as another size: cannot be */
+                *err = occl_fail(occlInternalError, "low-latency path: rank %d posted %llu bytes "
+                                 "for call %llu, %zu expected", j, (unsigned long long)b->bytes,
+                                 (unsigned long long)st->seq, bytes);
+                return false;
+            }
         }
         st->seen[j / 64] |= 1ull << (j % 64);
     }
@@ -324,7 +353,8 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
 
 static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, uint64_t seq)
 {
-    return j == comm->rank ? c->sendbuff : box_of(comm->peers[j].ctrl, comm->nranks, seq)->data;
+    return j == comm->rank ? c->sendbuff
+                           : box_of(comm->peers[j].ctrl, comm->nranks, seq, posted_bytes(c, j))->data;
 }
 
 static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
@@ -403,7 +433,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
             res = wait_until(comm, c, st, box_free, false);
             if (res != occlSuccess)
                 return res; /* occlInProgress: nothing posted yet, tried again later */
-            occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq);
+            occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq, bytes);
             memcpy(box->data, c->sendbuff, bytes);
             box->fp = occl_fp_carried(comm, &st->fp);
             box->bytes = bytes;

@@ -816,8 +816,9 @@ static void shape_command(const link_plan *p, const char *dev, char *buf, size_t
     if (burst < 256 * 1024)
         burst = 256 * 1024;
     char tbf[256];
-    snprintf(tbf, sizeof tbf, "tc qdisc replace dev %s root tbf rate %.0fbps burst %lld latency 200ms",
-             dev, p->rate, burst);
+    snprintf(tbf, sizeof tbf,
+             "tc qdisc replace dev %s root tbf rate %.0fbps burst %lld latency 200ms", dev,
+             p->rate, burst);
     if (p->delay_ns >= 1000)
         snprintf(buf, size,
                  "if tc qdisc replace dev %s root netem delay %lldus rate %.0fbps limit 100000 "
@@ -944,7 +945,8 @@ static int run_shaped(const options *o, const char *path, char **args)
         return 1;
     char *launcher = links_launcher(o);
     if (!launcher) {
-        fprintf(stderr, "orrun: --emulate-links: no ssh to reach the hosts (give --launcher-exec)\n");
+        fprintf(stderr,
+                "orrun: --emulate-links: no ssh to reach the hosts (give --launcher-exec)\n");
         free(plan);
         return 1;
     }

@@ -930,11 +930,14 @@ static int shape_links(const char *launcher, link_plan *plan, int n, const char 
 
 /* mpiexec as a child, the hosts shaped meanwhile; a signal to orrun goes on
  * to mpiexec, and the shaping is removed however the job ends. */
-static pid_t job_pid;
+static volatile pid_t job_pid;
+static volatile sig_atomic_t stopped_by; /* a signal before mpiexec started */
 static void forward_signal(int sig)
 {
     if (job_pid > 0)
         kill(job_pid, sig);
+    else
+        stopped_by = sig;
 }
 
 static int run_shaped(const options *o, const char *path, char **args)
@@ -951,11 +954,7 @@ static int run_shaped(const options *o, const char *path, char **args)
         return 1;
     }
     const char *dev = link_device();
-    if (shape_links(launcher, plan, n, dev)) {
-        free(launcher);
-        free(plan);
-        return 1;
-    }
+    /* From here on a signal must not leave the hosts shaped. */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward_signal;
@@ -963,21 +962,35 @@ static int run_shaped(const options *o, const char *path, char **args)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    if (shape_links(launcher, plan, n, dev)) {
+        free(launcher);
+        free(plan);
+        return stopped_by ? 128 + stopped_by : 1;
+    }
+    if (stopped_by) {
+        unshape_links(launcher, plan, n, dev);
+        free(launcher);
+        free(plan);
+        return 128 + stopped_by;
+    }
     fflush(NULL);
     int rc;
-    job_pid = fork();
-    if (job_pid == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
         execv(path, args);
         int err = errno;
         fprintf(stderr, "orrun: cannot run %s: %s\n", path, strerror(err));
         _exit(err == ENOENT ? 127 : 126);
     }
-    if (job_pid < 0) {
+    job_pid = pid;
+    if (stopped_by && pid > 0) /* came between the check and the fork */
+        kill(pid, stopped_by);
+    if (pid < 0) {
         fprintf(stderr, "orrun: cannot start %s: %s\n", path, strerror(errno));
         rc = 1;
     } else {
         int status;
-        while (waitpid(job_pid, &status, 0) < 0 && errno == EINTR)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
         rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }

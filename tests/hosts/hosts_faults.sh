@@ -151,13 +151,15 @@ if wait_running linkdown; then
         tail -n 20 "$out/linkdown/job"
         bad "h2's link down: ${counts%|*} of 4 ranks reported an error, ${counts#*|} late (limit $limit s; after $delays s)"
     fi
-    # With the link back the job ends: each rank has left.
+    # With the link back the job ends: each rank has left. Hydra's messages
+    # sent meanwhile wait for TCP's next retransmission, whose interval has
+    # doubled since the link went down: seconds to tens of seconds.
     net_of h2 ip link set eth0 up
     t1=$(now)
-    if took=$(wait_ended "$t1" 20); then
+    if took=$(wait_ended "$t1" 40); then
         ok "h2's link back up: the job ended ${took} s later, no process left on the hosts"
     else
-        bad "h2's link back up: the job has not ended 20 s later: left $(left_on_hosts)"
+        bad "h2's link back up: the job has not ended 40 s later: left $(left_on_hosts)"
     fi
     [ -z "$(shm_of h1)$(shm_of h2)" ] && ok "h2's link down: nothing left in /dev/shm" ||
         bad "h2's link down: left in /dev/shm: h1 '$(shm_of h1)' h2 '$(shm_of h2)'"

@@ -7,7 +7,8 @@
 #   - a 16 MiB sendrecv between the hosts takes, in wall-clock time, within
 #     a factor 0.8 to 4 of what the virtual-time model predicts for the same
 #     job (--time virtual, same topology) (docs/cluster.md#emulated-links);
-#   - SIGTERM to orrun ends the job and removes the qdiscs.
+#   - SIGTERM to orrun ends the job and removes the qdiscs (within 30 s: it
+#     reaches each host through the launcher again).
 # Needs root and namespaces: skipped (exit 77) without them, but under CI
 # (CI=true) that is a failure.
 set -u
@@ -116,7 +117,7 @@ kill -TERM "$job"
 wait "$job"
 rc=$?
 took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-if ! shaped h1 && ! shaped h2 && awk -v t="$took" 'BEGIN { exit !(t < 10) }'; then
+if ! shaped h1 && ! shaped h2 && awk -v t="$took" 'BEGIN { exit !(t < 30) }'; then
     ok "SIGTERM to orrun --emulate-links: ended in $took s (exit $rc), the qdiscs removed"
 else
     bad "SIGTERM to orrun --emulate-links: $took s, exit $rc; qdiscs $(qdisc_of h1) / $(qdisc_of h2)"

@@ -101,7 +101,7 @@ static occlResult_t post_piece(occlComm_t comm, occl_xfer *x, int k)
     if (MPI_Irecv(dst, (int)piece_len(x, k), MPI_BYTE, comm->peers[x->peer].world_rank,
                   tag_of(comm, x->peer, comm->rank), net_comm(comm, x),
                   &x->req[k % OCCL_NET_DEPTH]) != MPI_SUCCESS)
-        return occl_fail(occlSystemError, "MPI_Irecv from rank %d failed", x->peer);
+        return occl_fail(occlRemoteError, "MPI_Irecv from rank %d failed", x->peer);
     x->next_post = k + 1;
     return occlSuccess;
 }
@@ -163,7 +163,7 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
         x->hdr = occl_fp_carried(comm, x->fp);
         if (MPI_Issend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag_of(comm, comm->rank, x->peer),
                       net_comm(comm, x), &x->req[x->npieces]) != MPI_SUCCESS)
-            return occl_fail(occlSystemError, "MPI_Issend to rank %d failed", x->peer);
+            return occl_fail(occlRemoteError, "MPI_Issend to rank %d failed", x->peer);
         x->with_hdr = true;
         p->hdr_sent = x->fp->seq;
     }
@@ -197,8 +197,10 @@ static occlResult_t post_net(occlComm_t comm, occl_xfer *x)
         int rc = x->kind == OCCL_XFER_SEND
                      ? MPI_Isend(at, len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[k])
                      : MPI_Irecv(at, len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[k]);
+        /* MPI refuses a transfer when its connection to the peer has failed
+         * (the peer exited, or the network): as a failed MPI_Test. */
         if (rc != MPI_SUCCESS)
-            return occl_fail(occlSystemError, "MPI_%s rank %d failed",
+            return occl_fail(occlRemoteError, "MPI_%s rank %d failed",
                              x->kind == OCCL_XFER_SEND ? "Isend to" : "Irecv from", x->peer);
         x->nreq++;
     }

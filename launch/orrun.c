@@ -4,7 +4,8 @@
  * Usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]
  *              [--profile NAME] [--topo TOPOLOGY] [--placement HOW] [--time MODE]
  *              [--trace FILE] [--hosts LIST | --hostfile FILE]
- *              [--launcher-exec PROGRAM] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]
+ *              [--launcher-exec PROGRAM] [--emulate-links] [--dry-run] [-h|--help]
+ *              -- PROGRAM [ARGS...]
  *
  * Sets the runtime's variables for every rank (OPENREG_DEVICES,
  * OPENREG_RANKS_PER_NODE, OPENREG_BIND, OPENREG_DEVICE_PROFILE, OPENREG_TOPO,
@@ -19,6 +20,9 @@
  * variables (PMI_RANK, ...) and execs the program. Values are checked with the
  * runtime's own table and parser, so orrun accepts exactly what the runtime
  * accepts.
+ * --emulate-links shapes each host's network interface with tc, from the
+ * topology's NICs, for the job's length (then orrun waits for mpiexec instead
+ * of becoming it).
  * --dry-run prints the plan instead: virtual nodes, and each device's cores
  * and NUMA node as the runtime's placement will choose them. docs/orrun.md
  * has sample output.
@@ -39,7 +43,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -88,6 +94,7 @@ typedef struct {
     char *hostfile;       /* --hostfile FILE, absolute: mpiexec -f */
     char *launcher_exec;  /* --launcher-exec PROGRAM (or ORRUN_LAUNCHER_EXEC), resolved */
     char first_host[256]; /* the first host of --hosts or --hostfile: MASTER_ADDR */
+    bool emulate_links;   /* --emulate-links: shape the hosts' links with tc */
     char **program; /* PROGRAM ARGS..., NULL-terminated (argv's tail) */
 } options;
 
@@ -99,7 +106,8 @@ static void usage(FILE *f)
             "usage: orrun -n RANKS [-d DEVICES] [--ranks-per-node K] [--bind MODE]\n"
             "             [--profile NAME] [--topo TOPOLOGY] [--placement HOW] [--time MODE]\n"
             "             [--trace FILE] [--hosts LIST | --hostfile FILE]\n"
-            "             [--launcher-exec PROGRAM] [--dry-run] [-h|--help] -- PROGRAM [ARGS...]\n"
+            "             [--launcher-exec PROGRAM] [--emulate-links] [--dry-run] [-h|--help]\n"
+            "             -- PROGRAM [ARGS...]\n"
             "\n"
             "Runs PROGRAM as an OpenReg Cluster job of RANKS MPI ranks, on this host or on\n"
             "the hosts given: sets the runtime's variables below for every rank, then execs\n"
@@ -137,6 +145,12 @@ static void usage(FILE *f)
             "                      (mpiexec -launcher ssh -launcher-exec PROGRAM): it is\n"
             "                      called as ssh is, 'PROGRAM [-x] HOST COMMAND...'\n"
             "                      (default: ORRUN_LAUNCHER_EXEC, else mpiexec's own)\n"
+            "  --emulate-links     make the hosts' network what the topology declares, for\n"
+            "                      wall-clock runs: before the launch, tc on each host\n"
+            "                      (through the launcher, as root there) gives the\n"
+            "                      interface of UCX_NET_DEVICES (default eth0) the rate\n"
+            "                      and latency of the NICs of topology node k (host k of\n"
+            "                      the list); removed when the job ends\n"
             "  --dry-run           print the plan (virtual nodes, each device's cores and\n"
             "                      NUMA node) and the mpiexec command; launch nothing\n"
             "  -h, --help          print this help\n"
@@ -335,6 +349,8 @@ static void parse_hosts(options *o)
     }
 }
 
+static void check_emulate_links(const options *o);
+
 static void parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -361,6 +377,8 @@ static void parse_args(int argc, char **argv, options *o)
             exit(fflush(stdout) == 0 ? 0 : 1);
         } else if (strcmp(arg, "--dry-run") == 0) {
             o->dry_run = true;
+        } else if (strcmp(arg, "--emulate-links") == 0) {
+            o->emulate_links = true;
         } else if (strcmp(arg, "-n") == 0) {
             o->ranks_text = option_value(argc, argv, &i, "-n");
         } else if (strcmp(arg, "-d") == 0) {
@@ -427,6 +445,8 @@ static void parse_args(int argc, char **argv, options *o)
     if (o->s[S_PLACEMENT].text && !o->s[S_TOPO].text && !getenv("OPENREG_TOPO"))
         bad_usage("--placement places ranks on a topology: give --topo (or OPENREG_TOPO)");
     parse_hosts(o);
+    if (o->emulate_links)
+        check_emulate_links(o);
     /* The table and the profile list are separate: both must know the name. */
     if (o->s[S_PROFILE].text && !or_profile_find(o->s[S_PROFILE].exported))
         bad_usage("--profile '%s' is not valid: expected %s", o->s[S_PROFILE].text,
@@ -635,6 +655,371 @@ static int host_args(const options *o, char **args)
     return n;
 }
 static const char *const exec_rank_option = "--exec-rank";
+
+/* ---- emulated links ----------------------------------------------------------- */
+
+/* With --emulate-links, host k of the list gets the network of the
+ * topology's node k: the rate of that node's NICs together, and the latency
+ * from its NIC to another node's (its NIC link to the switch and one more
+ * such link beyond: NIC to NIC, the 'inter' latency of a synthetic string),
+ * on the egress of the interface UCX uses there. A packet crosses one
+ * shaped egress on its way, so each direction gets the NIC's rate and the
+ * whole NIC-to-NIC latency. */
+typedef struct {
+    char host[256];
+    int node;        /* topology node */
+    double rate;     /* bytes/s */
+    double delay_ns; /* added one-way latency */
+    bool shaped;
+} link_plan;
+
+/* The interface to shape: UCX_NET_DEVICES's first device (as "eth0" or
+ * "mlx5_0:1", the port left out), else eth0. NULL if the name cannot be an
+ * interface's (it is put in a shell command on each host). */
+static const char *link_device(void)
+{
+    static char dev[64];
+    const char *u = getenv("UCX_NET_DEVICES");
+    size_t n = u ? strcspn(u, ",:") : 0;
+    if (!u || n == 0 || strcmp(u, "all") == 0)
+        return "eth0";
+    if (n >= 16) /* IFNAMSIZ */
+        return NULL;
+    memcpy(dev, u, n);
+    dev[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-@", dev[i]))
+            return NULL;
+    return dev;
+}
+
+static bool virtual_time_mode(const options *o)
+{
+    const char *t = o->s[S_TIME].text ? o->s[S_TIME].exported : getenv("OPENREG_TIME");
+    return t && strcasecmp(t, "virtual") == 0;
+}
+
+static void check_emulate_links(const options *o)
+{
+    if (!on_hosts(o))
+        bad_usage("--emulate-links shapes the network between hosts: give --hosts or --hostfile");
+    if (!o->s[S_TOPO].text && !getenv("OPENREG_TOPO"))
+        bad_usage("--emulate-links takes the network from the topology: give --topo (or "
+                  "OPENREG_TOPO)");
+    if (virtual_time_mode(o))
+        bad_usage("--emulate-links is for wall-clock runs: with --time virtual the model times "
+                  "the network itself");
+    if (!link_device())
+        bad_usage("--emulate-links: UCX_NET_DEVICES='%s' does not start with an interface name",
+                  getenv("UCX_NET_DEVICES"));
+}
+
+/* The hosts of --hosts or --hostfile (already checked), each once, in order. */
+static int list_hosts(const options *o, link_plan *plan, int max)
+{
+    int n = 0;
+    char name[256];
+    const char *h = o->hosts;
+    FILE *f = o->hostfile ? fopen(o->hostfile, "r") : NULL;
+    char line[1024];
+    for (;;) {
+        size_t len;
+        const char *w;
+        if (h) {
+            w = h;
+            len = strcspn(h, ",");
+            h = h[len] ? h + len + 1 : NULL;
+        } else if (f && fgets(line, sizeof line, f)) {
+            w = line + strspn(line, " \t");
+            len = strcspn(w, " \t\r\n#");
+            if (len == 0)
+                continue;
+        } else {
+            break;
+        }
+        if (!valid_host(w, len, name, sizeof name))
+            continue;
+        bool seen = false;
+        for (int k = 0; k < n; k++)
+            seen |= strcmp(plan[k].host, name) == 0;
+        if (!seen && n < max)
+            snprintf(plan[n++].host, sizeof plan[0].host, "%s", name);
+        if (!h && !f)
+            break;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* The shaping of every host; NULL (after a message) when the topology has
+ * no network for a host's node. */
+static link_plan *plan_links(const options *o, int *count)
+{
+    const char *spec = o->s[S_TOPO].text ? o->s[S_TOPO].text : getenv("OPENREG_TOPO");
+    or_topo *t;
+    or_topo_error err;
+    char msg[1024];
+    if (or_topo_load(spec, o->s[S_TOPO].text ? "--topo" : "OPENREG_TOPO", &t, &err) != OR_TOPO_OK) {
+        or_topo_error_format(&err, msg, sizeof msg);
+        fprintf(stderr, "orrun: %s\n", msg);
+        return NULL;
+    }
+    enum { MAX_HOSTS = 4096 };
+    link_plan *plan = calloc(MAX_HOSTS, sizeof *plan);
+    if (!plan) {
+        fprintf(stderr, "orrun: out of memory\n");
+        or_topo_free(t);
+        return NULL;
+    }
+    int n = list_hosts(o, plan, MAX_HOSTS);
+    for (int k = 0; k < n; k++) {
+        link_plan *p = &plan[k];
+        p->node = k % or_topo_node_count(t);
+        double lat = 0;
+        for (int l = 0; l < or_topo_link_count(t); l++) {
+            or_topo_link_info li = or_topo_link(t, l);
+            if (li.kind != OR_TOPO_LINK_NET)
+                continue;
+            or_topo_vertex_info a = or_topo_vertex(t, li.a), b = or_topo_vertex(t, li.b);
+            if ((a.kind == OR_TOPO_NIC && a.node == p->node) ||
+                (b.kind == OR_TOPO_NIC && b.node == p->node)) {
+                p->rate += li.bandwidth;
+                lat = li.latency_ns > lat ? li.latency_ns : lat;
+            }
+        }
+        p->delay_ns = 2 * lat;
+        if (p->rate <= 0) {
+            fprintf(stderr,
+                    "orrun: --emulate-links: node %s of topology %s has no network link (a NIC "
+                    "to a switch): nothing to give host %s\n",
+                    or_topo_node_name(t, p->node), or_topo_name(t), p->host);
+            free(plan);
+            or_topo_free(t);
+            return NULL;
+        }
+    }
+    or_topo_free(t);
+    *count = n;
+    return plan;
+}
+
+/* The shell command that shapes dev on a host, printing what it used:
+ * netem (rate and delay), or tbf (rate only) where the kernel has no netem. */
+static void shape_command(const link_plan *p, const char *dev, char *buf, size_t size)
+{
+    /* tbf's bucket: 10 ms of the rate, and at least a few 64 KiB segments
+     * (veths hand over GSO packets that large; a bigger packet is dropped). */
+    long long burst = (long long)(p->rate / 100);
+    if (burst > 64LL << 20)
+        burst = 64LL << 20; /* far beyond what a machine's TCP stack sends in 10 ms */
+    if (burst < 256 * 1024)
+        burst = 256 * 1024;
+    char tbf[256];
+    snprintf(tbf, sizeof tbf,
+             "tc qdisc replace dev %s root tbf rate %.0fbps burst %lld latency 200ms", dev,
+             p->rate, burst);
+    if (p->delay_ns >= 1000)
+        snprintf(buf, size,
+                 "if tc qdisc replace dev %s root netem delay %lldus rate %.0fbps limit 100000 "
+                 "2>/dev/null; then echo netem; else %s && echo tbf; fi",
+                 dev, (long long)(p->delay_ns / 1000 + 0.5), p->rate, tbf);
+    else
+        snprintf(buf, size, "%s && echo tbf", tbf);
+}
+
+/* The launcher that reaches the hosts: --launcher-exec's, else ssh (as Hydra). */
+static char *links_launcher(const options *o)
+{
+    return o->launcher_exec ? strdup(o->launcher_exec) : find_program("ssh");
+}
+
+/* 'LAUNCHER -x HOST COMMAND' (as Hydra calls ssh); its output into out.
+ * Returns the exit status, or -1 if it could not run. */
+static int run_on_host(const char *launcher, const char *host, const char *command, char *out,
+                       size_t size)
+{
+    int fds[2];
+    out[0] = '\0';
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execl(launcher, launcher, "-x", host, command, (char *)NULL);
+        fprintf(stderr, "cannot run %s: %s\n", launcher, strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    for (;;) {
+        char sink[256];
+        char *at = used + 1 < size ? out + used : sink;
+        size_t room = used + 1 < size ? size - 1 - used : sizeof sink;
+        ssize_t got = read(fds[0], at, room);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        if (at != sink)
+            used += (size_t)got;
+    }
+    out[used] = '\0';
+    while (used > 0 && (out[used - 1] == '\n' || out[used - 1] == '\r'))
+        out[--used] = '\0';
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void unshape_links(const char *launcher, link_plan *plan, int n, const char *dev)
+{
+    char cmd[128], out[1024];
+    snprintf(cmd, sizeof cmd, "tc qdisc del dev %s root", dev);
+    for (int k = 0; k < n; k++) {
+        if (!plan[k].shaped)
+            continue;
+        if (run_on_host(launcher, plan[k].host, cmd, out, sizeof out) != 0)
+            fprintf(stderr, "orrun: warning: --emulate-links: cannot remove the shaping of %s "
+                            "on %s ('%s'): %s\n", dev, plan[k].host, cmd, out);
+        plan[k].shaped = false;
+    }
+}
+
+/* Shape every host; on a failure, undo the hosts already shaped. */
+static int shape_links(const char *launcher, link_plan *plan, int n, const char *dev)
+{
+    char cmd[768], out[1024];
+    for (int k = 0; k < n; k++) {
+        link_plan *p = &plan[k];
+        shape_command(p, dev, cmd, sizeof cmd);
+        int rc = run_on_host(launcher, p->host, cmd, out, sizeof out);
+        const char *how = strrchr(out, '\n') ? strrchr(out, '\n') + 1 : out;
+        if (rc != 0 || (strcmp(how, "netem") != 0 && strcmp(how, "tbf") != 0)) {
+            fprintf(stderr,
+                    "orrun: --emulate-links: cannot shape %s on %s with tc (it needs iproute2 "
+                    "and root there): %s exited %d: %s\n",
+                    dev, p->host, launcher, rc, out[0] ? out : "no output");
+            unshape_links(launcher, plan, k, dev);
+            return -1;
+        }
+        p->shaped = true;
+        fprintf(stderr, "orrun: emulating links: %s %s: %.6g MB/s, %.6g us (%s)\n", p->host, dev,
+                p->rate / 1e6, p->delay_ns / 1e3,
+                strcmp(how, "netem") == 0 ? "netem" : "tbf");
+        if (strcmp(how, "tbf") == 0 && p->delay_ns >= 1000)
+            fprintf(stderr,
+                    "orrun: warning: --emulate-links: %s's kernel has no netem (sch_netem): %s "
+                    "gets the rate only, not the %.6g us of latency\n",
+                    p->host, dev, p->delay_ns / 1e3);
+    }
+    return 0;
+}
+
+/* mpiexec as a child, the hosts shaped meanwhile; a signal to orrun goes on
+ * to mpiexec, and the shaping is removed however the job ends. */
+static volatile pid_t job_pid;
+static volatile sig_atomic_t stopped_by; /* a signal before mpiexec started */
+static void forward_signal(int sig)
+{
+    if (job_pid > 0)
+        kill(job_pid, sig);
+    else
+        stopped_by = sig;
+}
+
+static int run_shaped(const options *o, const char *path, char **args)
+{
+    int n = 0;
+    link_plan *plan = plan_links(o, &n);
+    if (!plan)
+        return 1;
+    char *launcher = links_launcher(o);
+    if (!launcher) {
+        fprintf(stderr,
+                "orrun: --emulate-links: no ssh to reach the hosts (give --launcher-exec)\n");
+        free(plan);
+        return 1;
+    }
+    const char *dev = link_device();
+    /* From here on a signal must not leave the hosts shaped. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (shape_links(launcher, plan, n, dev)) {
+        free(launcher);
+        free(plan);
+        return stopped_by ? 128 + stopped_by : 1;
+    }
+    if (stopped_by) {
+        unshape_links(launcher, plan, n, dev);
+        free(launcher);
+        free(plan);
+        return 128 + stopped_by;
+    }
+    fflush(NULL);
+    int rc;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(path, args);
+        int err = errno;
+        fprintf(stderr, "orrun: cannot run %s: %s\n", path, strerror(err));
+        _exit(err == ENOENT ? 127 : 126);
+    }
+    job_pid = pid;
+    if (stopped_by && pid > 0) /* came between the check and the fork */
+        kill(pid, stopped_by);
+    if (pid < 0) {
+        fprintf(stderr, "orrun: cannot start %s: %s\n", path, strerror(errno));
+        rc = 1;
+    } else {
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    unshape_links(launcher, plan, n, dev);
+    free(launcher);
+    free(plan);
+    return rc;
+}
+
+static int print_links_plan(const options *o)
+{
+    int n = 0;
+    link_plan *plan = plan_links(o, &n);
+    if (!plan)
+        return -1;
+    char *launcher = links_launcher(o);
+    const char *dev = link_device();
+    printf("links:     --emulate-links: %s on each host, through %s; host k is topology node k\n",
+           dev, launcher ? launcher : "ssh (not found)");
+    char cmd[768];
+    for (int k = 0; k < n; k++) {
+        shape_command(&plan[k], dev, cmd, sizeof cmd);
+        printf("  %s (node %d): %.6g MB/s, %.6g us: %s\n", plan[k].host, plan[k].node,
+               plan[k].rate / 1e6, plan[k].delay_ns / 1e3, cmd);
+    }
+    free(launcher);
+    free(plan);
+    return 0;
+}
 
 /* A TCP port nobody listens on now (for rank 0's c10d store); 0 if none. */
 static int free_port(void)
@@ -850,6 +1235,8 @@ static int dry_run(const options *o, const char *mpiexec, const char *mpiexec_pa
         printf("ranks:     %lld on this host\n", ranks);
     if (o->launcher_exec)
         printf("launcher:  %s (--launcher-exec), called as ssh is\n", o->launcher_exec);
+    if (o->emulate_links && print_links_plan(o))
+        return 1;
     if (jt.topo) {
         printf("nodes:     %d virtual node%s: the nodes of topology %s (%s) that the job uses, ",
                jt.nodes_used, plural(jt.nodes_used), or_topo_name(jt.topo), jt.source);
@@ -1125,6 +1512,13 @@ int main(int argc, char **argv)
     args[a++] = "--";
     memcpy(args + a, o.program, (size_t)nprog * sizeof *args);
     args[nprog + a] = NULL;
+    if (o.emulate_links) {
+        int rc = run_shaped(&o, path, args);
+        free(args);
+        free(path);
+        free(self);
+        return rc;
+    }
     fflush(NULL);
     execv(path, args);
     /* Only reached when the exec failed. */

@@ -173,6 +173,38 @@ expect "dry run on hosts: the hosts, a node per host, no plan of other hosts' co
     status_and 0 has_all '^ranks: +4 on hosts h1:2,h2:2 \(--hosts\)$' \
     '^nodes: +one per host' '^placement: each host places' ' -hosts h1:2,h2:2 -n 4 '
 
+# --emulate-links: the plan shapes each host from its topology node's NICs
+# (50 MB/s = 400 Mbit/s, 2 ms NIC to NIC); a host the launcher cannot shape
+# stops orrun before mpiexec, after undoing the hosts already shaped.
+links_topo="nodes:2 devices:1 inter:50MB/s,2ms"
+run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 2 -d 1 --hosts h1,h2 --topo "$links_topo" \
+    --launcher-exec "$launcher" --emulate-links --dry-run -- prog
+expect "--emulate-links dry run: each host's tc command from the topology" \
+    status_and 0 has_all '^links: +--emulate-links: eth0 on each host, through ' \
+    '^  h1 \(node 0\): 50 MB/s, 2000 us: if tc qdisc replace dev eth0 root netem delay 2000us rate 50000000bps' \
+    '^  h2 \(node 1\): 50 MB/s, 2000 us: .* tbf rate 50000000bps burst 500000 latency 200ms'
+# A launcher that records what each host was asked; REFUSE=h2: h2 refuses tc.
+shaper=$tmp/shaper
+{
+    echo '#!/bin/sh'
+    echo "echo \"\$2: \$3\" >>'$tmp/shaped'"
+    echo 'case ${REFUSE:-}:$2:$3 in h2:h2:*replace*) echo "RTNETLINK answers: Operation not permitted"; exit 2 ;; *replace*) echo tbf ;; esac'
+} >"$shaper"
+chmod +x "$shaper"
+rm -f "$tmp/args" "$tmp/shaped"
+run env ORRUN_MPIEXEC="$fake" REFUSE=h2 UCX_NET_DEVICES=veth7:1 "$ORRUN" -n 2 -d 1 --hosts h1,h2 \
+    --topo "$links_topo" --launcher-exec "$shaper" --emulate-links -- prog
+expect "--emulate-links: a host that cannot be shaped exits 1 naming it" \
+    status_and 1 has_err 'cannot shape veth7 on h2 with tc .*: Operation not permitted'
+expect "--emulate-links: the interface of UCX_NET_DEVICES; h1 shaped, then unshaped" \
+    [ "$(cut -c 1-40 "$tmp/shaped" | tr '\n' '|')" = "h1: if tc qdisc replace dev veth7 root n|h2: if tc qdisc replace dev veth7 root n|h1: tc qdisc del dev veth7 root|" ]
+expect "--emulate-links: a host not shaped launches nothing" [ ! -e "$tmp/args" ]
+rm -f "$tmp/shaped"
+run env ORRUN_MPIEXEC="$fake" FAKE_STATUS=5 "$ORRUN" -n 2 -d 1 --hosts h1,h2 \
+    --topo "$links_topo" --launcher-exec "$shaper" --emulate-links -- prog
+expect "--emulate-links: orrun waits for mpiexec, unshapes and exits with mpiexec's status" \
+    status_and 5 [ "$(grep -c 'tc qdisc del dev eth0 root' "$tmp/shaped")" -eq 2 ]
+
 # --- real runs -----------------------------------------------------------------------
 
 if command -v mpiexec >/dev/null 2>&1; then
@@ -246,6 +278,17 @@ printf 'h1:2\nh2 slots\n' >"$tmp/badhosts"
 bad_args "--hostfile bad word" "--hostfile .*/badhosts:2: 'slots' after the host is not key=value" -n 2 --hostfile "$tmp/badhosts" -- prog
 printf 'h1:x\n' >"$tmp/badcount"
 bad_args "--hostfile bad count" "--hostfile .*/badcount:1: 'h1:x' is not host\[:n\]" -n 2 --hostfile "$tmp/badcount" -- prog
+bad_args "--emulate-links without hosts" "--emulate-links shapes the network between hosts: give --hosts or --hostfile" \
+    -n 2 --topo dgx-a100x2 --emulate-links -- prog
+bad_args "--emulate-links without a topology" "--emulate-links takes the network from the topology: give --topo" \
+    -n 2 --hosts h1,h2 --emulate-links -- prog
+bad_args "--emulate-links with --time virtual" "--emulate-links is for wall-clock runs" \
+    -n 2 --hosts h1,h2 --topo dgx-a100x2 --time virtual --emulate-links -- prog
+run env ORRUN_MPIEXEC="$fake" UCX_NET_DEVICES='a;b' "$ORRUN" -n 2 --hosts h1,h2 --topo dgx-a100x2 --emulate-links -- prog
+expect "--emulate-links with UCX_NET_DEVICES='a;b' exits 2 naming it" usage_error "UCX_NET_DEVICES='a;b' does not start with an interface name"
+run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 1 -d 1 --hosts h1 --topo "nodes:1 devices:1" --launcher-exec "$launcher" --emulate-links -- prog
+expect "--emulate-links on a topology without a network exits 1 naming the node" \
+    status_and 1 has_err "has no network link \(a NIC to a switch\): nothing to give host h1"
 bad_args "--launcher-exec missing" "--launcher-exec '/nonexistent/launch': no such executable" -n 2 --launcher-exec /nonexistent/launch -- prog
 run env ORRUN_MPIEXEC="$fake" ORRUN_LAUNCHER_EXEC=/nonexistent/launch "$ORRUN" -n 2 -- prog
 expect "ORRUN_LAUNCHER_EXEC missing exits 2 naming it" usage_error "ORRUN_LAUNCHER_EXEC '/nonexistent/launch': no such executable"

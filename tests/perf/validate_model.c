@@ -69,7 +69,7 @@ static int machine_build(machine *m, const char *system, int n, int per_node, ch
 {
     or_topo_error err;
     memset(m, 0, sizeof *m);
-    if (or_topo_from_preset(system, &m->topo, &err) != OR_TOPO_OK) {
+    if (or_topo_from_string(system, "system", &m->topo, &err) != OR_TOPO_OK) {
         snprintf(why, why_size, "%.250s", err.message);
         return -1;
     }
@@ -186,7 +186,8 @@ static uint64_t model_row(const row *r, int ci, char *pick, size_t pick_size, ch
     if (p0 >= 0)
         protos = 1u << p0;
     occl_vsystem s = {.nranks = n, .ring = m.ring, .node_first = m.node_first, .nnodes = m.nnodes,
-                      .trees = m.trees, .path = topo_path, .ctx = &m};
+                      .trees = m.trees, .path = topo_path, .ctx = &m,
+                      .rails = occl_vsystem_rails(m.topo, m.dev, m.ring, m.node_first, m.nnodes)};
     uint64_t best = 0;
     for (int a = 0; a < OCCL_NUM_ALGOS; a++)
         for (int p = 0; p < OCCL_NUM_PROTOS; p++) {

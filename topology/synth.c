@@ -27,6 +27,7 @@ typedef struct {
     ot_shape shape;
     int dim_a, dim_b;
     ot_box box;
+    int nics; /* a box's NICs (1..8); 0: its 8 */
     ot_linkspec intra, inter, host;
 } ot_synth;
 
@@ -107,7 +108,8 @@ static or_topo_status build_generic_node(or_topo *t, const ot_synth *s, int n, i
 
 /* A DGX-like box: two CPUs, four PCIe switches, each with two devices and two
  * NICs, and every device on one NVSwitch fabric (NCCL too folds the fabric's
- * switches into one vertex). The NICs are returned for the network. */
+ * switches into one vertex). The NICs are returned for the network. With
+ * nics:N fewer NICs (HGX builds with 4), NIC k sits on PCIe switch 4k/N. */
 static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *nics,
                                      or_topo_error *err)
 {
@@ -134,9 +136,10 @@ static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *
         TRY(ot_add_link(t, dev, nvs, OR_TOPO_LINK_NVLINK, nvl, OT_LAT_NVLINK, 0, err));
         TRY(ot_add_link(t, dev, sw[g / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
     }
-    for (int k = 0; k < 8; k++) {
+    int nnic = s->nics ? s->nics : 8;
+    for (int k = 0; k < nnic; k++) {
         TRY(add_v(t, OR_TOPO_NIC, n, &nics[k], err, "n%d.nic%d", n, k));
-        TRY(ot_add_link(t, nics[k], sw[k / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
+        TRY(ot_add_link(t, nics[k], sw[4 * k / nnic], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
     }
     return OR_TOPO_OK;
 }
@@ -161,7 +164,7 @@ static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
                 continue;
             double bw = s->inter.given ? s->inter.bw : s->box == BOX_DGX_H100 ? 50e9 : 25e9;
             double half = s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
-            for (int k = 0; k < 8 && rc == OR_TOPO_OK; k++)
+            for (int k = 0; k < (s->nics ? s->nics : 8) && rc == OR_TOPO_OK; k++)
                 rc = ot_add_link(t, nics[k], net, OR_TOPO_LINK_NET, bw, half, 0, err);
             continue;
         }
@@ -230,12 +233,12 @@ static or_topo_status parse_linkspec(const ot_cursor *c, const char *key, const 
 }
 
 static const char *const keys[] = {"nodes", "devices", "shape", "dims", "intra",
-                                   "inter", "host",    "box",   NULL};
-#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box"
+                                   "inter", "host",    "box",   "nics",  NULL};
+#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box, nics"
 
 static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
 {
-    const char *seen_at[8] = {0};
+    const char *seen_at[9] = {0};
     const char *p = c->text;
     int ntokens = 0;
     while (*p) {
@@ -331,6 +334,12 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
                 return fail_at(c, vat, OR_TOPO_ERR_UNKNOWN_PRESET,
                                "unknown box '%s' (dgx-a100 or dgx-h100)", value, NULL);
             break;
+        case 8:
+            if (parse_count(value, 8, &s->nics))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "nics:%s is not a whole number from 1 to 8 (NICs per box)", value,
+                               NULL);
+            break;
         }
     }
     if (ntokens == 0)
@@ -342,11 +351,15 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
             if (seen_at[box_excludes[i]])
                 return fail_at(c, seen_at[box_excludes[i]], OR_TOPO_ERR_SYNTAX,
                                "'%s' cannot be combined with box: (a box fixes its devices "
-                               "and links; only nodes and inter apply)",
+                               "and links; only nodes, inter and nics apply)",
                                keys[box_excludes[i]], NULL);
         s->devices = 8;
         return OR_TOPO_OK;
     }
+    if (seen_at[8])
+        return fail_at(c, seen_at[8], OR_TOPO_ERR_SYNTAX,
+                       "nics applies to box: only (a box's NICs; other nodes have one)", NULL,
+                       NULL);
     if (s->shape == SHAPE_TORUS) {
         if (!seen_at[3])
             return fail_at(c, seen_at[2], OR_TOPO_ERR_SYNTAX,

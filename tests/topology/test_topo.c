@@ -221,6 +221,43 @@ Test(presets, boxes_joined_use_the_nearest_nic)
     or_topo_free(t);
 }
 
+Test(presets, a_box_s_nics_reach_the_network)
+{
+    or_topo *t = load("dgx-h100x2");
+    cr_assert_eq(or_topo_node_nics(t, 0), 8);
+    cr_assert_eq(or_topo_node_nics(t, 1), 8);
+    cr_assert_eq(or_topo_node_nics(t, 2), 0, "no such node");
+    or_topo_free(t);
+    t = load("dgx-h100");
+    cr_assert_eq(or_topo_node_nics(t, 0), 0, "one box: its NICs lead nowhere");
+    or_topo_free(t);
+    t = load("nodes:3 devices:2 inter:25GB/s,4us");
+    cr_assert_eq(or_topo_node_nics(t, 2), 1);
+    or_topo_free(t);
+}
+
+Test(synthetic, a_box_with_fewer_nics)
+{
+    /* HGX A100 builds with 4 NICs: one per PCIe switch, next to devices
+     * 2k and 2k+1. */
+    or_topo *t = load("box:dgx-a100 nodes:3 nics:4");
+    cr_assert_eq(or_topo_node_count(t), 3);
+    cr_assert_eq(or_topo_device_count(t), 24);
+    int nics = 0;
+    for (int v = 0; v < or_topo_vertex_count(t); v++)
+        nics += or_topo_vertex(t, v).kind == OR_TOPO_NIC;
+    cr_assert_eq(nics, 12);
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(or_topo_node_nics(t, k), 4);
+    /* Device 3 (PCIe switch 1) leaves through NIC 1, its switch's. */
+    const or_topo_path *p = path(t, 3, 10);
+    or_topo_link_info first = or_topo_link(t, p->hops[1] / 2);
+    int nic = p->hops[1] % 2 ? first.a : first.b;
+    cr_assert_str_eq(or_topo_vertex(t, nic).id, "n0.nic1");
+    cr_assert_eq(p->bandwidth, 25e9);
+    or_topo_free(t);
+}
+
 Test(synthetic, the_design_example)
 {
     or_topo *t = load("nodes:2 devices:4 intra:300GB/s,1us inter:25GB/s,5us");

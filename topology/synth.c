@@ -21,6 +21,12 @@ typedef struct {
 
 typedef enum { SHAPE_SWITCH, SHAPE_FULL, SHAPE_RING, SHAPE_TORUS } ot_shape;
 typedef enum { BOX_NONE, BOX_DGX_A100, BOX_DGX_H100 } ot_box;
+/* How the nodes' NICs meet: one switch; leaves of `leaf` nodes under a
+ * spine; or rail-optimized, NIC k of every node on leaf k (DGX SuperPOD),
+ * the leaves under a spine. The spine is one vertex, as NCCL folds a
+ * fabric's switches; its links to a leaf carry the leaf's NICs' bandwidth
+ * divided by the oversubscription. */
+typedef enum { FABRIC_SWITCH, FABRIC_LEAF_SPINE, FABRIC_RAILS } ot_fabric;
 
 typedef struct {
     int nodes, devices;
@@ -28,6 +34,9 @@ typedef struct {
     int dim_a, dim_b;
     ot_box box;
     int nics; /* a box's NICs (1..8); 0: its 8 */
+    ot_fabric fabric;
+    int leaf;       /* nodes per leaf (leaf-spine) */
+    double oversub; /* leaf downlinks : uplink, >= 1 */
     ot_linkspec intra, inter, host;
 } ot_synth;
 
@@ -144,15 +153,54 @@ static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *
     return OR_TOPO_OK;
 }
 
+/* The network switches of a fabric, made before the nodes so that the
+ * plain switch keeps its vertex first: the switch (or spine) goes to *net,
+ * leaf j to leaves[j]; the leaves' links to the spine. */
+static or_topo_status build_fabric(or_topo *t, const ot_synth *s, int nnic, double bw, double half,
+                                   int *net, int *leaves, or_topo_error *err)
+{
+    if (s->fabric == FABRIC_SWITCH)
+        return ot_add_vertex(t, "net", OR_TOPO_NET_SWITCH, -1, 0, net, err);
+    TRY(ot_add_vertex(t, "spine", OR_TOPO_NET_SWITCH, -1, 0, net, err));
+    int nleaves = s->fabric == FABRIC_RAILS ? nnic : (s->nodes + s->leaf - 1) / s->leaf;
+    for (int j = 0; j < nleaves; j++) {
+        TRY(add_v(t, OR_TOPO_NET_SWITCH, -1, &leaves[j], err, "leaf%d", j, 0));
+        /* What the leaf's NICs can send, over the oversubscription. */
+        int below = s->fabric == FABRIC_RAILS ? s->nodes
+                                              : (j + 1 < nleaves ? s->leaf : s->nodes - j * s->leaf) * nnic;
+        double up = below * bw / (s->oversub > 0 ? s->oversub : 1);
+        TRY(ot_add_link(t, leaves[j], *net, OR_TOPO_LINK_NET, up, half / 2, 0, err));
+    }
+    return OR_TOPO_OK;
+}
+
+/* The switch NIC k of node n joins. */
+static int fabric_switch_of(const ot_synth *s, int net, const int *leaves, int n, int k)
+{
+    switch (s->fabric) {
+    case FABRIC_LEAF_SPINE: return leaves[n / s->leaf];
+    case FABRIC_RAILS: return leaves[k];
+    default: return net;
+    }
+}
+
 static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
 {
     int *dev = malloc(sizeof *dev * (size_t)(s->devices > 0 ? s->devices : 1));
-    if (!dev)
+    int nleaves = s->fabric == FABRIC_LEAF_SPINE && s->leaf > 0 ? (s->nodes + s->leaf - 1) / s->leaf : 8;
+    int *leaves = malloc(sizeof *leaves * (size_t)nleaves);
+    if (!dev || !leaves) {
+        free(dev);
+        free(leaves);
         return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    }
     or_topo_status rc = OR_TOPO_OK;
     int net = -1;
+    int nnic = s->box == BOX_NONE ? 1 : s->nics ? s->nics : 8;
+    double bw = s->box == BOX_NONE || s->inter.given ? s->inter.bw : s->box == BOX_DGX_H100 ? 50e9 : 25e9;
+    double half = s->box == BOX_NONE || s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
     if (s->nodes > 1)
-        rc = ot_add_vertex(t, "net", OR_TOPO_NET_SWITCH, -1, 0, &net, err);
+        rc = build_fabric(t, s, nnic, bw, half, &net, leaves, err);
     for (int n = 0; n < s->nodes && rc == OR_TOPO_OK; n++) {
         char name[32];
         int node, cpu, nics[8];
@@ -162,10 +210,9 @@ static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
         if (s->box != BOX_NONE) {
             if ((rc = build_box_node(t, s, n, nics, err)) || net < 0)
                 continue;
-            double bw = s->inter.given ? s->inter.bw : s->box == BOX_DGX_H100 ? 50e9 : 25e9;
-            double half = s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
-            for (int k = 0; k < (s->nics ? s->nics : 8) && rc == OR_TOPO_OK; k++)
-                rc = ot_add_link(t, nics[k], net, OR_TOPO_LINK_NET, bw, half, 0, err);
+            for (int k = 0; k < nnic && rc == OR_TOPO_OK; k++)
+                rc = ot_add_link(t, nics[k], fabric_switch_of(s, net, leaves, n, k), OR_TOPO_LINK_NET, bw,
+                                 half, 0, err);
             continue;
         }
         if ((rc = build_generic_node(t, s, n, dev, &cpu, err)) || net < 0)
@@ -176,9 +223,11 @@ static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
             break;
         if ((rc = ot_add_link(t, nic, cpu, OR_TOPO_LINK_PCIE, s->inter.bw, 0, 0, err)))
             break;
-        rc = ot_add_link(t, nic, net, OR_TOPO_LINK_NET, s->inter.bw, s->inter.lat / 2, 0, err);
+        rc = ot_add_link(t, nic, fabric_switch_of(s, net, leaves, n, 0), OR_TOPO_LINK_NET, s->inter.bw,
+                         s->inter.lat / 2, 0, err);
     }
     free(dev);
+    free(leaves);
     return rc;
 }
 
@@ -232,13 +281,13 @@ static or_topo_status parse_linkspec(const ot_cursor *c, const char *key, const 
     return OR_TOPO_OK;
 }
 
-static const char *const keys[] = {"nodes", "devices", "shape", "dims", "intra",
-                                   "inter", "host",    "box",   "nics",  NULL};
-#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box, nics"
+static const char *const keys[] = {"nodes", "devices", "shape", "dims", "intra", "inter", "host",
+                                   "box",   "nics",    "fabric", "leaf", "oversub", NULL};
+#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box, nics, fabric, leaf, oversub"
 
 static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
 {
-    const char *seen_at[9] = {0};
+    const char *seen_at[12] = {0};
     const char *p = c->text;
     int ntokens = 0;
     while (*p) {
@@ -340,10 +389,46 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
                                "nics:%s is not a whole number from 1 to 8 (NICs per box)", value,
                                NULL);
             break;
+        case 9:
+            if (!strcmp(value, "switch"))
+                s->fabric = FABRIC_SWITCH;
+            else if (!strcmp(value, "leaf-spine"))
+                s->fabric = FABRIC_LEAF_SPINE;
+            else if (!strcmp(value, "rails"))
+                s->fabric = FABRIC_RAILS;
+            else
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "unknown fabric '%s' (switch, leaf-spine or rails)", value, NULL);
+            break;
+        case 10:
+            if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->leaf))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "leaf:%s is not a whole number from 1 to 1024 (nodes per leaf switch)",
+                               value, NULL);
+            break;
+        case 11:
+            if (ot_parse_number(value, &s->oversub) || !(s->oversub >= 1 && s->oversub <= 1000))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "oversub:%s is not a ratio from 1 to 1000 (a leaf's downlink to uplink "
+                               "bandwidth, like 2 or 1.5)",
+                               value, NULL);
+            break;
         }
     }
     if (ntokens == 0)
         return ot_fail(c->err, OR_TOPO_ERR_SYNTAX, c->source, 1, 1, "empty topology string");
+    if (seen_at[10] && s->fabric != FABRIC_LEAF_SPINE)
+        return fail_at(c, seen_at[10], OR_TOPO_ERR_SYNTAX, "leaf applies to fabric:leaf-spine only",
+                       NULL, NULL);
+    if (seen_at[11] && s->fabric == FABRIC_SWITCH)
+        return fail_at(c, seen_at[11], OR_TOPO_ERR_SYNTAX,
+                       "oversub applies to fabric:leaf-spine or fabric:rails only", NULL, NULL);
+    if (s->fabric != FABRIC_SWITCH && s->nodes < 2)
+        return fail_at(c, seen_at[9], OR_TOPO_ERR_SYNTAX,
+                       "fabric:%s needs nodes:2 or more (one node has no network)",
+                       s->fabric == FABRIC_RAILS ? "rails" : "leaf-spine", NULL);
+    if (s->fabric == FABRIC_LEAF_SPINE && !s->leaf)
+        s->leaf = 8;
 
     if (s->box != BOX_NONE) {
         static const int box_excludes[] = {1, 2, 3, 4, 6};
@@ -351,7 +436,7 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
             if (seen_at[box_excludes[i]])
                 return fail_at(c, seen_at[box_excludes[i]], OR_TOPO_ERR_SYNTAX,
                                "'%s' cannot be combined with box: (a box fixes its devices "
-                               "and links; only nodes, inter and nics apply)",
+                               "and links; only nodes, inter, nics and the fabric apply)",
                                keys[box_excludes[i]], NULL);
         s->devices = 8;
         return OR_TOPO_OK;

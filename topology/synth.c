@@ -20,7 +20,7 @@ typedef struct {
 } ot_linkspec;
 
 typedef enum { SHAPE_SWITCH, SHAPE_FULL, SHAPE_RING, SHAPE_TORUS } ot_shape;
-typedef enum { BOX_NONE, BOX_DGX_A100, BOX_DGX_H100 } ot_box;
+typedef enum { BOX_NONE, BOX_DGX_A100, BOX_DGX_H100, BOX_NVL72 } ot_box;
 /* How the nodes' NICs meet: one switch; leaves of `leaf` nodes under a
  * spine; or rail-optimized, NIC k of every node on leaf k (DGX SuperPOD),
  * the leaves under a spine. The spine is one vertex, as NCCL folds a
@@ -40,7 +40,10 @@ typedef struct {
     ot_linkspec intra, inter, host;
 } ot_synth;
 
-static const char *const box_names[] = {NULL, "dgx-a100", "dgx-h100"};
+static const char *const box_names[] = {NULL, "dgx-a100", "dgx-h100", "nvl72"};
+
+/* Devices of each kind of box. */
+static int box_devices(ot_box b) { return b == BOX_NVL72 ? 72 : 8; }
 
 /* ---- builders ----------------------------------------------------------- */
 
@@ -184,10 +187,36 @@ static int fabric_switch_of(const ot_synth *s, int net, const int *leaves, int n
     }
 }
 
+/* An NVL72-class rack: 72 devices in one NVLink switch domain (NVLink 5,
+ * 18 links x 50 GB/s = 900 GB/s per direction), 18 trays of two Grace CPUs
+ * each with two devices on NVLink-C2C (450 GB/s per direction) and, per
+ * device, a 400 Gb/s NIC on a PCIe Gen5 switch it shares with its CPU. */
+static or_topo_status build_nvl72_node(or_topo *t, int n, int *nics, or_topo_error *err)
+{
+    int nvs, cpu[36];
+    TRY(add_v(t, OR_TOPO_NVSWITCH, n, &nvs, err, "n%d.nvs", n, 0));
+    for (int c = 0; c < 36; c++) {
+        TRY(add_v(t, OR_TOPO_CPU, n, &cpu[c], err, "n%d.cpu%d", n, c));
+        if (c % 2)
+            TRY(ot_add_link(t, cpu[c - 1], cpu[c], OR_TOPO_LINK_SYS, 10e9, OT_LAT_SYS, 0, err));
+    }
+    for (int g = 0; g < 72; g++) {
+        int dev, sw;
+        TRY(add_v(t, OR_TOPO_DEVICE, n, &dev, err, "n%d.gpu%d", n, g));
+        TRY(ot_add_link(t, dev, nvs, OR_TOPO_LINK_NVLINK, 18 * 50e9, OT_LAT_NVLINK, 0, err));
+        TRY(ot_add_link(t, dev, cpu[g / 2], OR_TOPO_LINK_NVLINK, 450e9, OT_LAT_NVLINK, 0, err));
+        TRY(add_v(t, OR_TOPO_PCI_SWITCH, n, &sw, err, "n%d.pcisw%d", n, g));
+        TRY(ot_add_link(t, sw, cpu[g / 2], OR_TOPO_LINK_PCIE, OT_PCIE_GEN5_X16, OT_LAT_PCIE, 0, err));
+        TRY(add_v(t, OR_TOPO_NIC, n, &nics[g], err, "n%d.nic%d", n, g));
+        TRY(ot_add_link(t, nics[g], sw, OR_TOPO_LINK_PCIE, OT_PCIE_GEN5_X16, OT_LAT_PCIE, 0, err));
+    }
+    return OR_TOPO_OK;
+}
+
 static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
 {
     int *dev = malloc(sizeof *dev * (size_t)(s->devices > 0 ? s->devices : 1));
-    int nleaves = s->fabric == FABRIC_LEAF_SPINE && s->leaf > 0 ? (s->nodes + s->leaf - 1) / s->leaf : 8;
+    int nleaves = s->fabric == FABRIC_LEAF_SPINE && s->leaf > 0 ? (s->nodes + s->leaf - 1) / s->leaf : 72;
     int *leaves = malloc(sizeof *leaves * (size_t)nleaves);
     if (!dev || !leaves) {
         free(dev);
@@ -196,19 +225,20 @@ static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
     }
     or_topo_status rc = OR_TOPO_OK;
     int net = -1;
-    int nnic = s->box == BOX_NONE ? 1 : s->nics ? s->nics : 8;
-    double bw = s->box == BOX_NONE || s->inter.given ? s->inter.bw : s->box == BOX_DGX_H100 ? 50e9 : 25e9;
+    int nnic = s->box == BOX_NONE ? 1 : s->box == BOX_NVL72 ? 72 : s->nics ? s->nics : 8;
+    double bw = s->box == BOX_NONE || s->inter.given ? s->inter.bw : s->box == BOX_DGX_A100 ? 25e9 : 50e9;
     double half = s->box == BOX_NONE || s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
     if (s->nodes > 1)
         rc = build_fabric(t, s, nnic, bw, half, &net, leaves, err);
     for (int n = 0; n < s->nodes && rc == OR_TOPO_OK; n++) {
         char name[32];
-        int node, cpu, nics[8];
+        int node, cpu, nics[72];
         snprintf(name, sizeof name, "node%d", n);
         if ((rc = ot_add_node(t, name, 0, &node, err)))
             break;
         if (s->box != BOX_NONE) {
-            if ((rc = build_box_node(t, s, n, nics, err)) || net < 0)
+            rc = s->box == BOX_NVL72 ? build_nvl72_node(t, n, nics, err) : build_box_node(t, s, n, nics, err);
+            if (rc || net < 0)
                 continue;
             for (int k = 0; k < nnic && rc == OR_TOPO_OK; k++)
                 rc = ot_add_link(t, nics[k], fabric_switch_of(s, net, leaves, n, k), OR_TOPO_LINK_NET, bw,
@@ -379,9 +409,11 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
                 s->box = BOX_DGX_A100;
             else if (!strcmp(value, "dgx-h100"))
                 s->box = BOX_DGX_H100;
+            else if (!strcmp(value, "nvl72"))
+                s->box = BOX_NVL72;
             else
                 return fail_at(c, vat, OR_TOPO_ERR_UNKNOWN_PRESET,
-                               "unknown box '%s' (dgx-a100 or dgx-h100)", value, NULL);
+                               "unknown box '%s' (dgx-a100, dgx-h100 or nvl72)", value, NULL);
             break;
         case 8:
             if (parse_count(value, 8, &s->nics))
@@ -438,7 +470,15 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
                                "'%s' cannot be combined with box: (a box fixes its devices "
                                "and links; only nodes, inter, nics and the fabric apply)",
                                keys[box_excludes[i]], NULL);
-        s->devices = 8;
+        s->devices = box_devices(s->box);
+        if (s->box == BOX_NVL72 && seen_at[8])
+            return fail_at(c, seen_at[8], OR_TOPO_ERR_SYNTAX,
+                           "nics applies to the dgx boxes only (an nvl72 rack has a NIC per device)",
+                           NULL, NULL);
+        if ((long)s->nodes * s->devices > OR_TOPO_MAX_DEVICES)
+            return ot_fail(c->err, OR_TOPO_ERR_LIMIT, c->source, 1, 0,
+                           "%d nodes x %d devices is more than %d devices", s->nodes, s->devices,
+                           OR_TOPO_MAX_DEVICES);
         return OR_TOPO_OK;
     }
     if (seen_at[8])
@@ -502,7 +542,7 @@ static or_topo_status from_synth(const ot_synth *s, const char *name, const char
 
 static const char *const preset_names[] = {"full8",    "ring8",     "torus4x4",   "switch8",
                                            "dgx-a100", "dgx-h100",  "dgx-a100x2", "dgx-h100x2",
-                                           NULL};
+                                           "nvl72",    "nvl72x2",   NULL};
 
 const char *const *or_topo_preset_names(void) { return preset_names; }
 
@@ -565,20 +605,21 @@ static int preset_synth(const char *name, ot_synth *s, char *why, size_t why_siz
         s->devices = s->dim_a * s->dim_b;
         return 0;
     }
-    for (int b = BOX_DGX_A100; b <= BOX_DGX_H100; b++) {
+    for (int b = BOX_DGX_A100; b <= BOX_NVL72; b++) {
         size_t n = strlen(box_names[b]);
         if (strncmp(name, box_names[b], n) != 0)
             continue;
         s->box = (ot_box)b;
-        s->devices = 8;
+        s->devices = box_devices(s->box);
         if (name[n] == '\0')
             return 0;
         if (name[n] != 'x')
             return -1;
-        s->nodes = suffix_count(name + n + 1, OR_TOPO_MAX_DEVICES / 8);
+        s->nodes = suffix_count(name + n + 1, OR_TOPO_MAX_DEVICES / s->devices);
         if (s->nodes == -2 && why)
-            snprintf(why, why_size, "%sxN has from 1 to %d boxes of 8 devices", box_names[b],
-                     OR_TOPO_MAX_DEVICES / 8);
+            snprintf(why, why_size, "%sxN has from 1 to %d %s of %d devices", box_names[b],
+                     OR_TOPO_MAX_DEVICES / s->devices, s->box == BOX_NVL72 ? "racks" : "boxes",
+                     s->devices);
         return s->nodes > 0 ? 0 : s->nodes;
     }
     return -1;
@@ -601,6 +642,10 @@ const char *or_topo_preset_help(const char *name)
     if (s.box == BOX_DGX_H100)
         return "DGX H100-class boxes: 8 devices on NVLink4/NVSwitch (450 GB/s per direction), "
                "PCIe Gen5, 8 x 400 Gb/s NICs each; dgx-h100xN: N boxes on one network";
+    if (s.box == BOX_NVL72)
+        return "NVL72-class racks: 72 devices in one NVLink5 switch domain (900 GB/s per "
+               "direction), two per Grace CPU on NVLink-C2C, a 400 Gb/s NIC each; nvl72xN: N "
+               "racks on one network";
     switch (s.shape) {
     case SHAPE_FULL: return "fullN: N devices, a direct 300 GB/s, 1 us link between each pair";
     case SHAPE_RING: return "ringN: N devices in a ring of 300 GB/s, 1 us links";
@@ -627,7 +672,7 @@ or_topo_status or_topo_from_preset(const char *name, or_topo **out, or_topo_erro
                                      preset_names[i]);
         return ot_fail(err, OR_TOPO_ERR_UNKNOWN_PRESET, "", 0, 0,
                        "unknown preset '%.64s' (presets: %s; also fullN, ringN, switchN, "
-                       "torusAxB, dgx-a100xN, dgx-h100xN)",
+                       "torusAxB, dgx-a100xN, dgx-h100xN, nvl72xN)",
                        name ? name : "(null)", list);
     }
     return from_synth(&s, name, "", out, err);

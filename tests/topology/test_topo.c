@@ -345,6 +345,19 @@ Test(fabric, one_switch_is_the_default)
     or_topo_free(c);
 }
 
+Test(presets, nvl72_is_one_nvlink_domain)
+{
+    or_topo *t = load("nvl72x2");
+    cr_assert_eq(or_topo_node_count(t), 2);
+    cr_assert_eq(or_topo_device_count(t), 144);
+    cr_assert_eq(path(t, 0, 71)->type, OR_TOPO_PATH_NVL);
+    cr_assert_eq(path(t, 0, 71)->bandwidth, 900e9, "18 NVLink5 links x 50 GB/s, any pair of the rack");
+    cr_assert_eq(path(t, 3, 72)->type, OR_TOPO_PATH_NET);
+    cr_assert_eq(path(t, 3, 72)->bandwidth, 50e9, "a 400 Gb/s NIC per device");
+    cr_assert_eq(or_topo_node_nics(t, 1), 72);
+    or_topo_free(t);
+}
+
 Test(synthetic, the_design_example)
 {
     or_topo *t = load("nodes:2 devices:4 intra:300GB/s,1us inter:25GB/s,5us");

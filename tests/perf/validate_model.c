@@ -32,7 +32,7 @@
 #define MAX_RANKS 256
 
 typedef struct row {
-    char system[32], coll[24], algo[24], proto[16], metric[16];
+    char system[96], coll[24], algo[24], proto[16], metric[16];
     int ranks, per_node, line;
     double bytes, value;
 } row;
@@ -239,6 +239,12 @@ static int load(const char *path, row *rows, int *nrows)
         int nf = split(line, fl, 16);
         row r = {.line = ln};
         char *end1, *end2, *end3, *end4;
+        if (nf >= 12 && strlen(fl[0]) >= sizeof r.system) {
+            fprintf(stderr, "validate_model: %s:%d: system longer than %zu characters\n", path, ln,
+                    sizeof r.system - 1);
+            bad = 1;
+            continue;
+        }
         if (nf < 12 || *nrows == MAX_ROWS) {
             fprintf(stderr, "validate_model: %s:%d: expected 12 fields\n", path, ln);
             bad = 1;

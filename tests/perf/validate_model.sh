@@ -21,4 +21,10 @@ if ./tests/perf/validate_model bad.$$ 2>err.$$; then
     echo "validate_model accepted a bad metric" >&2; exit 1
 fi
 grep -q "bad ranks, per_node, bytes, metric or value" err.$$
+long=$(printf 'x%.0s' $(seq 1 100))
+printf 'system,ranks,per_node,collective,bytes,algo,proto,metric,value,nccl,source,measured\n%s,8,8,allreduce,8,,,time_us,1,x,y,z\n' "$long" >bad.$$
+if ./tests/perf/validate_model bad.$$ 2>err.$$; then
+    echo "validate_model accepted a system string it would cut" >&2; exit 1
+fi
+grep -q "system longer than 95 characters" err.$$
 rm -f err.$$ bad.$$

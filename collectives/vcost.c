@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "occl_internal.h"
+#include "topo.h"
 #include "vclock.h"
 #include "vmodel.h"
 #include "vreplay.h"
@@ -67,6 +68,7 @@ typedef struct vsim {
     const uint64_t *bps; /* memory bandwidth of each rank */
     occl_proto proto;    /* what each transfer and the call are charged (vproto.h) */
     occl_pfam fam;
+    bool spread; /* transfers between nodes spread over the rails (vmodel.h) */
     bool oom;
 } vsim;
 
@@ -428,6 +430,12 @@ static bool replay(vsim *v, const uint64_t *entry)
          * memory, overlapped with the transfer. */
         or_vpath path = v->sys->path(v->sys->ctx, s->rank, d->rank);
         occl_hw hw = occl_proto_hw(path.type);
+        /* NCCL's channels of a ring or tree cross between nodes through
+         * every rail at once: the crossing runs at the rails' sum. */
+        if (v->spread && hw == OCCL_HW_NET && v->sys->rails > 1)
+            path.bytes_per_s = path.bytes_per_s > UINT64_MAX / 4 / (uint64_t)v->sys->rails
+                                   ? UINT64_MAX / 4
+                                   : path.bytes_per_s * (uint64_t)v->sys->rails;
         uint64_t hop = occl_proto_hop_ns(v->fam, v->proto, hw);
         path.latency_ns = path.latency_ns > UINT64_MAX / 4 - hop ? UINT64_MAX / 4 : path.latency_ns + hop;
         x[nx++] = (occl_vxfer){.src = s->rank, .dst = d->rank, .k = s->k,
@@ -505,6 +513,34 @@ static void schedule(vsim *v, const occl_call *c, occl_algo algo)
     }
 }
 
+/* Whether the schedule of coll with algo is a ring, chain or tree, whose
+ * traffic between nodes NCCL spreads over the NICs; the direct exchanges
+ * (AlltoAll, Gather, Scatter, OCCL's direct all-reduce) are not. */
+static bool spreads(occl_coll coll, occl_algo algo)
+{
+    if (algo == OCCL_ALGO_DIRECT)
+        return false;
+    return coll == OCCL_COLL_ALLREDUCE || coll == OCCL_COLL_BROADCAST || coll == OCCL_COLL_REDUCE ||
+           coll == OCCL_COLL_ALLGATHER || coll == OCCL_COLL_REDUCESCATTER;
+}
+
+int occl_vsystem_rails(const struct or_topo *topo, const int *dev, const int *ring,
+                       const int *node_first, int nnodes)
+{
+    if (!topo || !dev || nnodes < 2)
+        return 1;
+    int rails = 0;
+    for (int k = 0; k < nnodes; k++) {
+        int ranks = node_first[k + 1] - node_first[k];
+        int node = ranks > 0 ? or_topo_device_node(topo, dev[ring[node_first[k]]]) : -1;
+        int nics = node >= 0 ? or_topo_node_nics(topo, node) : 0;
+        int r = nics < ranks ? nics : ranks;
+        if (k == 0 || r < rails)
+            rails = r;
+    }
+    return rails > 1 ? rails : 1;
+}
+
 occl_pfam occl_vmodel_family(occl_coll coll, occl_algo algo)
 {
     /* NCCL's rows: its ring for OCCL's ring, Broadcast's and Reduce's
@@ -532,7 +568,8 @@ static bool model_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo
     *oom = false;
     if (!occl_proto_supported(fam, proto))
         return false;
-    vsim v = {s, s->nranks, calloc((size_t)s->nranks, sizeof(vrank)), bps, proto, fam, false};
+    vsim v = {s, s->nranks, calloc((size_t)s->nranks, sizeof(vrank)), bps, proto, fam,
+              spreads(c->coll, algo), false};
     bool ok = v.r != NULL;
     if (ok) {
         schedule(&v, c, algo);
@@ -571,11 +608,29 @@ static or_vpath comm_path(void *ctx, int src, int dst)
     return or_vclock_path(gdev[src], gdev[dst]);
 }
 
+/* The communicator's rails on the declared topology (1 without one, or
+ * when a rank's device is not in it). */
+static int comm_rails(occlComm_t comm, const int *gdev)
+{
+    if (!comm->job.topo || !comm->job.topo_device || comm->nnodes < 2)
+        return 1;
+    int *dev = malloc((size_t)comm->nranks * sizeof *dev), rails = 1;
+    bool ok = dev != NULL;
+    for (int r = 0; ok && r < comm->nranks; r++) {
+        dev[r] = gdev[r] >= 0 ? comm->job.topo_device[gdev[r]] : -1;
+        ok = dev[r] >= 0;
+    }
+    if (ok)
+        rails = occl_vsystem_rails(comm->job.topo, dev, comm->ring, comm->node_first, comm->nnodes);
+    free(dev);
+    return rails;
+}
+
 static occl_vsystem comm_system(occlComm_t comm, int *gdev)
 {
     return (occl_vsystem){.nranks = comm->nranks, .ring = comm->ring, .node_first = comm->node_first,
                           .nnodes = comm->nnodes, .trees = comm->trees, .path = comm_path,
-                          .ctx = gdev};
+                          .ctx = gdev, .rails = comm_rails(comm, gdev)};
 }
 
 /* This rank's end of collective c, every rank having entered at entry[]. */

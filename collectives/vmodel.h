@@ -23,7 +23,23 @@ typedef struct occl_vsystem {
     /* The path a transfer from rank src to rank dst takes. */
     or_vpath (*path)(void *ctx, int src, int dst);
     void *ctx;
+    /* The NICs (rails) each node spreads a ring's or a tree's traffic to
+     * other nodes over: NCCL runs such a collective on several channels,
+     * each leaving its node through its own NIC (its tuning model rates it
+     * nChannels x bwInter, src/graph/tuning.cc). 0 or 1: one NIC, the
+     * path's. Point-to-point exchanges (AlltoAll) are not spread: each
+     * pair's transfer takes its own path. occl_vsystem_rails. */
+    int rails;
 } occl_vsystem;
+
+struct or_topo;
+/* The rails of ranks on topology devices dev[] (one per rank, ring order
+ * irrelevant), grouped into nodes by node_first[0..nnodes]: the fewest,
+ * over the nodes, of the node's NICs that reach the network and of the
+ * ranks the collective has on it (a rank's channels leave through the
+ * NICs nearest the GPUs that run them). 1 without a topology. */
+int occl_vsystem_rails(const struct or_topo *topo, const int *dev, const int *ring,
+                       const int *node_first, int nnodes);
 
 /* The time of call c (its coll, count, type and root; c->comm unused) on
  * system s with algorithm algo and protocol proto, every rank entering at

@@ -20,17 +20,30 @@ typedef struct {
 } ot_linkspec;
 
 typedef enum { SHAPE_SWITCH, SHAPE_FULL, SHAPE_RING, SHAPE_TORUS } ot_shape;
-typedef enum { BOX_NONE, BOX_DGX_A100, BOX_DGX_H100 } ot_box;
+typedef enum { BOX_NONE, BOX_DGX_A100, BOX_DGX_H100, BOX_NVL72 } ot_box;
+/* How the nodes' NICs meet: one switch; leaves of `leaf` nodes under a
+ * spine; or rail-optimized, NIC k of every node on leaf k (DGX SuperPOD),
+ * the leaves under a spine. The spine is one vertex, as NCCL folds a
+ * fabric's switches; its links to a leaf carry the leaf's NICs' bandwidth
+ * divided by the oversubscription. */
+typedef enum { FABRIC_SWITCH, FABRIC_LEAF_SPINE, FABRIC_RAILS } ot_fabric;
 
 typedef struct {
     int nodes, devices;
     ot_shape shape;
     int dim_a, dim_b;
     ot_box box;
+    int nics; /* a box's NICs (1..8); 0: its 8 */
+    ot_fabric fabric;
+    int leaf;       /* nodes per leaf (leaf-spine) */
+    double oversub; /* leaf downlinks : uplink, >= 1 */
     ot_linkspec intra, inter, host;
 } ot_synth;
 
-static const char *const box_names[] = {NULL, "dgx-a100", "dgx-h100"};
+static const char *const box_names[] = {NULL, "dgx-a100", "dgx-h100", "nvl72"};
+
+/* Devices of each kind of box. */
+static int box_devices(ot_box b) { return b == BOX_NVL72 ? 72 : 8; }
 
 /* ---- builders ----------------------------------------------------------- */
 
@@ -107,7 +120,8 @@ static or_topo_status build_generic_node(or_topo *t, const ot_synth *s, int n, i
 
 /* A DGX-like box: two CPUs, four PCIe switches, each with two devices and two
  * NICs, and every device on one NVSwitch fabric (NCCL too folds the fabric's
- * switches into one vertex). The NICs are returned for the network. */
+ * switches into one vertex). The NICs are returned for the network. With
+ * nics:N fewer NICs (HGX builds with 4), NIC k sits on PCIe switch 4k/N. */
 static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *nics,
                                      or_topo_error *err)
 {
@@ -134,9 +148,67 @@ static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *
         TRY(ot_add_link(t, dev, nvs, OR_TOPO_LINK_NVLINK, nvl, OT_LAT_NVLINK, 0, err));
         TRY(ot_add_link(t, dev, sw[g / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
     }
-    for (int k = 0; k < 8; k++) {
+    int nnic = s->nics ? s->nics : 8;
+    for (int k = 0; k < nnic; k++) {
         TRY(add_v(t, OR_TOPO_NIC, n, &nics[k], err, "n%d.nic%d", n, k));
-        TRY(ot_add_link(t, nics[k], sw[k / 2], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
+        TRY(ot_add_link(t, nics[k], sw[4 * k / nnic], OR_TOPO_LINK_PCIE, pcie, OT_LAT_PCIE, 0, err));
+    }
+    return OR_TOPO_OK;
+}
+
+/* The network switches of a fabric, made before the nodes so that the
+ * plain switch keeps its vertex first: the switch (or spine) goes to *net,
+ * leaf j to leaves[j]; the leaves' links to the spine. */
+static or_topo_status build_fabric(or_topo *t, const ot_synth *s, int nnic, double bw, double half,
+                                   int *net, int *leaves, or_topo_error *err)
+{
+    if (s->fabric == FABRIC_SWITCH)
+        return ot_add_vertex(t, "net", OR_TOPO_NET_SWITCH, -1, 0, net, err);
+    TRY(ot_add_vertex(t, "spine", OR_TOPO_NET_SWITCH, -1, 0, net, err));
+    int nleaves = s->fabric == FABRIC_RAILS ? nnic : (s->nodes + s->leaf - 1) / s->leaf;
+    for (int j = 0; j < nleaves; j++) {
+        TRY(add_v(t, OR_TOPO_NET_SWITCH, -1, &leaves[j], err, "leaf%d", j, 0));
+        /* What the leaf's NICs can send, over the oversubscription. */
+        int below = s->fabric == FABRIC_RAILS ? s->nodes
+                                              : (j + 1 < nleaves ? s->leaf : s->nodes - j * s->leaf) * nnic;
+        double up = below * bw / (s->oversub > 0 ? s->oversub : 1);
+        TRY(ot_add_link(t, leaves[j], *net, OR_TOPO_LINK_NET, up, half / 2, 0, err));
+    }
+    return OR_TOPO_OK;
+}
+
+/* The switch NIC k of node n joins. */
+static int fabric_switch_of(const ot_synth *s, int net, const int *leaves, int n, int k)
+{
+    switch (s->fabric) {
+    case FABRIC_LEAF_SPINE: return leaves[n / s->leaf];
+    case FABRIC_RAILS: return leaves[k];
+    default: return net;
+    }
+}
+
+/* An NVL72-class rack: 72 devices in one NVLink switch domain (NVLink 5,
+ * 18 links x 50 GB/s = 900 GB/s per direction), 18 trays of two Grace CPUs
+ * each with two devices on NVLink-C2C (450 GB/s per direction) and, per
+ * device, a 400 Gb/s NIC on a PCIe Gen5 switch it shares with its CPU. */
+static or_topo_status build_nvl72_node(or_topo *t, int n, int *nics, or_topo_error *err)
+{
+    int nvs, cpu[36];
+    TRY(add_v(t, OR_TOPO_NVSWITCH, n, &nvs, err, "n%d.nvs", n, 0));
+    for (int c = 0; c < 36; c++) {
+        TRY(add_v(t, OR_TOPO_CPU, n, &cpu[c], err, "n%d.cpu%d", n, c));
+        if (c % 2)
+            TRY(ot_add_link(t, cpu[c - 1], cpu[c], OR_TOPO_LINK_SYS, 10e9, OT_LAT_SYS, 0, err));
+    }
+    for (int g = 0; g < 72; g++) {
+        int dev, sw;
+        TRY(add_v(t, OR_TOPO_DEVICE, n, &dev, err, "n%d.gpu%d", n, g));
+        TRY(ot_add_link(t, dev, nvs, OR_TOPO_LINK_NVLINK, 18 * 50e9, OT_LAT_NVLINK, 0, err));
+        TRY(ot_add_link(t, dev, cpu[g / 2], OR_TOPO_LINK_NVLINK, 450e9, OT_LAT_NVLINK, 0, err));
+        TRY(add_v(t, OR_TOPO_PCI_SWITCH, n, &sw, err, "n%d.pcisw%d", n, g));
+        TRY(ot_add_link(t, sw, cpu[g / 2], OR_TOPO_LINK_PCIE, OT_PCIE_GEN5_X16, OT_LAT_PCIE, 0, err));
+        TRY(add_v(t, OR_TOPO_NIC, n, &nics[g], err, "n%d.nic%d", n, g));
+        TRY(ot_add_link(t, nics[g], sw, OR_TOPO_LINK_PCIE, OT_PCIE_GEN5_X16, OT_LAT_PCIE, 0, err));
     }
     return OR_TOPO_OK;
 }
@@ -144,25 +216,33 @@ static or_topo_status build_box_node(or_topo *t, const ot_synth *s, int n, int *
 static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
 {
     int *dev = malloc(sizeof *dev * (size_t)(s->devices > 0 ? s->devices : 1));
-    if (!dev)
+    int nleaves = s->fabric == FABRIC_LEAF_SPINE && s->leaf > 0 ? (s->nodes + s->leaf - 1) / s->leaf : 72;
+    int *leaves = malloc(sizeof *leaves * (size_t)nleaves);
+    if (!dev || !leaves) {
+        free(dev);
+        free(leaves);
         return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
+    }
     or_topo_status rc = OR_TOPO_OK;
     int net = -1;
+    int nnic = s->box == BOX_NONE ? 1 : s->box == BOX_NVL72 ? 72 : s->nics ? s->nics : 8;
+    double bw = s->box == BOX_NONE || s->inter.given ? s->inter.bw : s->box == BOX_DGX_A100 ? 25e9 : 50e9;
+    double half = s->box == BOX_NONE || s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
     if (s->nodes > 1)
-        rc = ot_add_vertex(t, "net", OR_TOPO_NET_SWITCH, -1, 0, &net, err);
+        rc = build_fabric(t, s, nnic, bw, half, &net, leaves, err);
     for (int n = 0; n < s->nodes && rc == OR_TOPO_OK; n++) {
         char name[32];
-        int node, cpu, nics[8];
+        int node, cpu, nics[72];
         snprintf(name, sizeof name, "node%d", n);
         if ((rc = ot_add_node(t, name, 0, &node, err)))
             break;
         if (s->box != BOX_NONE) {
-            if ((rc = build_box_node(t, s, n, nics, err)) || net < 0)
+            rc = s->box == BOX_NVL72 ? build_nvl72_node(t, n, nics, err) : build_box_node(t, s, n, nics, err);
+            if (rc || net < 0)
                 continue;
-            double bw = s->inter.given ? s->inter.bw : s->box == BOX_DGX_H100 ? 50e9 : 25e9;
-            double half = s->inter.given ? s->inter.lat / 2 : OT_LAT_NET_HALF;
-            for (int k = 0; k < 8 && rc == OR_TOPO_OK; k++)
-                rc = ot_add_link(t, nics[k], net, OR_TOPO_LINK_NET, bw, half, 0, err);
+            for (int k = 0; k < nnic && rc == OR_TOPO_OK; k++)
+                rc = ot_add_link(t, nics[k], fabric_switch_of(s, net, leaves, n, k), OR_TOPO_LINK_NET, bw,
+                                 half, 0, err);
             continue;
         }
         if ((rc = build_generic_node(t, s, n, dev, &cpu, err)) || net < 0)
@@ -173,9 +253,11 @@ static or_topo_status build(or_topo *t, const ot_synth *s, or_topo_error *err)
             break;
         if ((rc = ot_add_link(t, nic, cpu, OR_TOPO_LINK_PCIE, s->inter.bw, 0, 0, err)))
             break;
-        rc = ot_add_link(t, nic, net, OR_TOPO_LINK_NET, s->inter.bw, s->inter.lat / 2, 0, err);
+        rc = ot_add_link(t, nic, fabric_switch_of(s, net, leaves, n, 0), OR_TOPO_LINK_NET, s->inter.bw,
+                         s->inter.lat / 2, 0, err);
     }
     free(dev);
+    free(leaves);
     return rc;
 }
 
@@ -229,13 +311,13 @@ static or_topo_status parse_linkspec(const ot_cursor *c, const char *key, const 
     return OR_TOPO_OK;
 }
 
-static const char *const keys[] = {"nodes", "devices", "shape", "dims", "intra",
-                                   "inter", "host",    "box",   NULL};
-#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box"
+static const char *const keys[] = {"nodes", "devices", "shape", "dims", "intra", "inter", "host",
+                                   "box",   "nics",    "fabric", "leaf", "oversub", NULL};
+#define KEY_LIST "nodes, devices, shape, dims, intra, inter, host, box, nics, fabric, leaf, oversub"
 
 static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
 {
-    const char *seen_at[8] = {0};
+    const char *seen_at[12] = {0};
     const char *p = c->text;
     int ntokens = 0;
     while (*p) {
@@ -327,14 +409,58 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
                 s->box = BOX_DGX_A100;
             else if (!strcmp(value, "dgx-h100"))
                 s->box = BOX_DGX_H100;
+            else if (!strcmp(value, "nvl72"))
+                s->box = BOX_NVL72;
             else
                 return fail_at(c, vat, OR_TOPO_ERR_UNKNOWN_PRESET,
-                               "unknown box '%s' (dgx-a100 or dgx-h100)", value, NULL);
+                               "unknown box '%s' (dgx-a100, dgx-h100 or nvl72)", value, NULL);
+            break;
+        case 8:
+            if (parse_count(value, 8, &s->nics))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "nics:%s is not a whole number from 1 to 8 (NICs per box)", value,
+                               NULL);
+            break;
+        case 9:
+            if (!strcmp(value, "switch"))
+                s->fabric = FABRIC_SWITCH;
+            else if (!strcmp(value, "leaf-spine"))
+                s->fabric = FABRIC_LEAF_SPINE;
+            else if (!strcmp(value, "rails"))
+                s->fabric = FABRIC_RAILS;
+            else
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "unknown fabric '%s' (switch, leaf-spine or rails)", value, NULL);
+            break;
+        case 10:
+            if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->leaf))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "leaf:%s is not a whole number from 1 to 1024 (nodes per leaf switch)",
+                               value, NULL);
+            break;
+        case 11:
+            if (ot_parse_number(value, &s->oversub) || !(s->oversub >= 1 && s->oversub <= 1000))
+                return fail_at(c, vat, OR_TOPO_ERR_VALUE,
+                               "oversub:%s is not a ratio from 1 to 1000 (a leaf's downlink to uplink "
+                               "bandwidth, like 2 or 1.5)",
+                               value, NULL);
             break;
         }
     }
     if (ntokens == 0)
         return ot_fail(c->err, OR_TOPO_ERR_SYNTAX, c->source, 1, 1, "empty topology string");
+    if (seen_at[10] && s->fabric != FABRIC_LEAF_SPINE)
+        return fail_at(c, seen_at[10], OR_TOPO_ERR_SYNTAX, "leaf applies to fabric:leaf-spine only",
+                       NULL, NULL);
+    if (seen_at[11] && s->fabric == FABRIC_SWITCH)
+        return fail_at(c, seen_at[11], OR_TOPO_ERR_SYNTAX,
+                       "oversub applies to fabric:leaf-spine or fabric:rails only", NULL, NULL);
+    if (s->fabric != FABRIC_SWITCH && s->nodes < 2)
+        return fail_at(c, seen_at[9], OR_TOPO_ERR_SYNTAX,
+                       "fabric:%s needs nodes:2 or more (one node has no network)",
+                       s->fabric == FABRIC_RAILS ? "rails" : "leaf-spine", NULL);
+    if (s->fabric == FABRIC_LEAF_SPINE && !s->leaf)
+        s->leaf = 8;
 
     if (s->box != BOX_NONE) {
         static const int box_excludes[] = {1, 2, 3, 4, 6};
@@ -342,11 +468,23 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
             if (seen_at[box_excludes[i]])
                 return fail_at(c, seen_at[box_excludes[i]], OR_TOPO_ERR_SYNTAX,
                                "'%s' cannot be combined with box: (a box fixes its devices "
-                               "and links; only nodes and inter apply)",
+                               "and links; only nodes, inter, nics and the fabric apply)",
                                keys[box_excludes[i]], NULL);
-        s->devices = 8;
+        s->devices = box_devices(s->box);
+        if (s->box == BOX_NVL72 && seen_at[8])
+            return fail_at(c, seen_at[8], OR_TOPO_ERR_SYNTAX,
+                           "nics applies to the dgx boxes only (an nvl72 rack has a NIC per device)",
+                           NULL, NULL);
+        if ((long)s->nodes * s->devices > OR_TOPO_MAX_DEVICES)
+            return ot_fail(c->err, OR_TOPO_ERR_LIMIT, c->source, 1, 0,
+                           "%d nodes x %d devices is more than %d devices", s->nodes, s->devices,
+                           OR_TOPO_MAX_DEVICES);
         return OR_TOPO_OK;
     }
+    if (seen_at[8])
+        return fail_at(c, seen_at[8], OR_TOPO_ERR_SYNTAX,
+                       "nics applies to box: only (a box's NICs; other nodes have one)", NULL,
+                       NULL);
     if (s->shape == SHAPE_TORUS) {
         if (!seen_at[3])
             return fail_at(c, seen_at[2], OR_TOPO_ERR_SYNTAX,
@@ -404,7 +542,7 @@ static or_topo_status from_synth(const ot_synth *s, const char *name, const char
 
 static const char *const preset_names[] = {"full8",    "ring8",     "torus4x4",   "switch8",
                                            "dgx-a100", "dgx-h100",  "dgx-a100x2", "dgx-h100x2",
-                                           NULL};
+                                           "nvl72",    "nvl72x2",   NULL};
 
 const char *const *or_topo_preset_names(void) { return preset_names; }
 
@@ -467,20 +605,21 @@ static int preset_synth(const char *name, ot_synth *s, char *why, size_t why_siz
         s->devices = s->dim_a * s->dim_b;
         return 0;
     }
-    for (int b = BOX_DGX_A100; b <= BOX_DGX_H100; b++) {
+    for (int b = BOX_DGX_A100; b <= BOX_NVL72; b++) {
         size_t n = strlen(box_names[b]);
         if (strncmp(name, box_names[b], n) != 0)
             continue;
         s->box = (ot_box)b;
-        s->devices = 8;
+        s->devices = box_devices(s->box);
         if (name[n] == '\0')
             return 0;
         if (name[n] != 'x')
             return -1;
-        s->nodes = suffix_count(name + n + 1, OR_TOPO_MAX_DEVICES / 8);
+        s->nodes = suffix_count(name + n + 1, OR_TOPO_MAX_DEVICES / s->devices);
         if (s->nodes == -2 && why)
-            snprintf(why, why_size, "%sxN has from 1 to %d boxes of 8 devices", box_names[b],
-                     OR_TOPO_MAX_DEVICES / 8);
+            snprintf(why, why_size, "%sxN has from 1 to %d %s of %d devices", box_names[b],
+                     OR_TOPO_MAX_DEVICES / s->devices, s->box == BOX_NVL72 ? "racks" : "boxes",
+                     s->devices);
         return s->nodes > 0 ? 0 : s->nodes;
     }
     return -1;
@@ -503,6 +642,10 @@ const char *or_topo_preset_help(const char *name)
     if (s.box == BOX_DGX_H100)
         return "DGX H100-class boxes: 8 devices on NVLink4/NVSwitch (450 GB/s per direction), "
                "PCIe Gen5, 8 x 400 Gb/s NICs each; dgx-h100xN: N boxes on one network";
+    if (s.box == BOX_NVL72)
+        return "NVL72-class racks: 72 devices in one NVLink5 switch domain (900 GB/s per "
+               "direction), two per Grace CPU on NVLink-C2C, a 400 Gb/s NIC each; nvl72xN: N "
+               "racks on one network";
     switch (s.shape) {
     case SHAPE_FULL: return "fullN: N devices, a direct 300 GB/s, 1 us link between each pair";
     case SHAPE_RING: return "ringN: N devices in a ring of 300 GB/s, 1 us links";
@@ -529,7 +672,7 @@ or_topo_status or_topo_from_preset(const char *name, or_topo **out, or_topo_erro
                                      preset_names[i]);
         return ot_fail(err, OR_TOPO_ERR_UNKNOWN_PRESET, "", 0, 0,
                        "unknown preset '%.64s' (presets: %s; also fullN, ringN, switchN, "
-                       "torusAxB, dgx-a100xN, dgx-h100xN)",
+                       "torusAxB, dgx-a100xN, dgx-h100xN, nvl72xN)",
                        name ? name : "(null)", list);
     }
     return from_synth(&s, name, "", out, err);

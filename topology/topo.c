@@ -1022,6 +1022,23 @@ int or_topo_device_vertex(const or_topo *t, int d)
     return d >= 0 && d < t->ndevs ? t->dev_vertex[d] : -1;
 }
 
+int or_topo_node_nics(const or_topo *t, int node)
+{
+    if (node < 0 || node >= t->nnodes)
+        return 0;
+    int n = 0;
+    for (int v = 0; v < t->nverts; v++) {
+        if (t->verts[v].kind != OR_TOPO_NIC || t->verts[v].node != node)
+            continue;
+        for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++)
+            if (t->links[t->adj[k]].info.kind == OR_TOPO_LINK_NET) {
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
 or_topo_vertex_info or_topo_vertex(const or_topo *t, int v)
 {
     or_topo_vertex_info info = {NULL, OR_TOPO_DEVICE, -1, -1};

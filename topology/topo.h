@@ -162,6 +162,9 @@ const char *or_topo_node_name(const or_topo *topo, int node);
 void or_topo_node_devices(const or_topo *topo, int node, int *first, int *count);
 int or_topo_device_node(const or_topo *topo, int device); /* -1 if out of range */
 int or_topo_device_vertex(const or_topo *topo, int device);
+/* The NICs of a node that reach the network (a net link): the rails NCCL
+ * spreads a ring's or tree's channels over. 0 for a node out of range. */
+int or_topo_node_nics(const or_topo *topo, int node);
 int or_topo_vertex_count(const or_topo *topo);
 or_topo_vertex_info or_topo_vertex(const or_topo *topo, int vertex);
 int or_topo_link_count(const or_topo *topo);

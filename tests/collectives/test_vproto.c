@@ -197,6 +197,33 @@ static void check_ring_closed_forms(const char *type)
 Test(vproto, ring_closed_forms_per_protocol_pci) { check_ring_closed_forms("PIX"); }
 Test(vproto, ring_closed_forms_per_protocol_nvlink) { check_ring_closed_forms("NVL"); }
 
+/* A ring's transfers between nodes run at the path's bandwidth times the
+ * rails (NCCL's channels over every NIC); AlltoAll's pairs do not spread. */
+Test(vproto, rails_spread_rings_not_point_to_point)
+{
+    path_type = "NET";
+    occl_vsystem s = make_system();
+    occl_hw hw = occl_proto_hw(path_type);
+    const size_t block = 1 << 20;
+    const uint64_t bb = block * 4;
+    occl_call ar = {.coll = OCCL_COLL_ALLREDUCE, .type = occlFloat32, .count = block * N};
+    occl_call a2a = {.coll = OCCL_COLL_ALLTOALL, .type = occlFloat32, .count = block};
+    uint64_t a2a_one = 0;
+    for (int rails = 1; rails <= 4; rails *= 4) {
+        s.rails = rails;
+        uint64_t step = A + occl_proto_hop_ns(OCCL_PFAM_RING, OCCL_PROTO_SIMPLE, hw) +
+                        ceil_div(bb * 1000000000ull, B * (uint64_t)rails);
+        cr_expect_eq(occl_vmodel_time(&s, &ar, OCCL_ALGO_RING, OCCL_PROTO_SIMPLE, bps),
+                     occl_proto_base_ns(OCCL_PFAM_RING, OCCL_PROTO_SIMPLE) + 2 * (N - 1) * step,
+                     "%d rails", rails);
+        uint64_t t = occl_vmodel_time(&s, &a2a, OCCL_ALGO_DIRECT, OCCL_PROTO_SIMPLE, bps);
+        if (rails == 1)
+            a2a_one = t;
+        cr_expect_eq(t, a2a_one, "AlltoAll with %d rails", rails);
+    }
+    free_system(&s);
+}
+
 /* The least predicted time picks LL for 8 bytes and Simple for 64 MiB, and
  * the crossing sits where NCCL's formula puts it (LL's lower latency against
  * its halved bandwidth). */

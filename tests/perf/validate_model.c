@@ -32,7 +32,7 @@
 #define MAX_RANKS 256
 
 typedef struct row {
-    char system[32], coll[24], algo[24], proto[16], metric[16];
+    char system[96], coll[24], algo[24], proto[16], metric[16];
     int ranks, per_node, line;
     double bytes, value;
 } row;
@@ -69,7 +69,7 @@ static int machine_build(machine *m, const char *system, int n, int per_node, ch
 {
     or_topo_error err;
     memset(m, 0, sizeof *m);
-    if (or_topo_from_preset(system, &m->topo, &err) != OR_TOPO_OK) {
+    if (or_topo_from_string(system, "system", &m->topo, &err) != OR_TOPO_OK) {
         snprintf(why, why_size, "%.250s", err.message);
         return -1;
     }
@@ -186,7 +186,8 @@ static uint64_t model_row(const row *r, int ci, char *pick, size_t pick_size, ch
     if (p0 >= 0)
         protos = 1u << p0;
     occl_vsystem s = {.nranks = n, .ring = m.ring, .node_first = m.node_first, .nnodes = m.nnodes,
-                      .trees = m.trees, .path = topo_path, .ctx = &m};
+                      .trees = m.trees, .path = topo_path, .ctx = &m,
+                      .rails = occl_vsystem_rails(m.topo, m.dev, m.ring, m.node_first, m.nnodes)};
     uint64_t best = 0;
     for (int a = 0; a < OCCL_NUM_ALGOS; a++)
         for (int p = 0; p < OCCL_NUM_PROTOS; p++) {
@@ -238,6 +239,12 @@ static int load(const char *path, row *rows, int *nrows)
         int nf = split(line, fl, 16);
         row r = {.line = ln};
         char *end1, *end2, *end3, *end4;
+        if (nf >= 12 && strlen(fl[0]) >= sizeof r.system) {
+            fprintf(stderr, "validate_model: %s:%d: system longer than %zu characters\n", path, ln,
+                    sizeof r.system - 1);
+            bad = 1;
+            continue;
+        }
         if (nf < 12 || *nrows == MAX_ROWS) {
             fprintf(stderr, "validate_model: %s:%d: expected 12 fields\n", path, ln);
             bad = 1;

@@ -221,6 +221,143 @@ Test(presets, boxes_joined_use_the_nearest_nic)
     or_topo_free(t);
 }
 
+Test(presets, a_box_s_nics_reach_the_network)
+{
+    or_topo *t = load("dgx-h100x2");
+    cr_assert_eq(or_topo_node_nics(t, 0), 8);
+    cr_assert_eq(or_topo_node_nics(t, 1), 8);
+    cr_assert_eq(or_topo_node_nics(t, 2), 0, "no such node");
+    or_topo_free(t);
+    t = load("dgx-h100");
+    cr_assert_eq(or_topo_node_nics(t, 0), 0, "one box: its NICs lead nowhere");
+    or_topo_free(t);
+    t = load("nodes:3 devices:2 inter:25GB/s,4us");
+    cr_assert_eq(or_topo_node_nics(t, 2), 1);
+    or_topo_free(t);
+}
+
+Test(synthetic, a_box_with_fewer_nics)
+{
+    /* HGX A100 builds with 4 NICs: one per PCIe switch, next to devices
+     * 2k and 2k+1. */
+    or_topo *t = load("box:dgx-a100 nodes:3 nics:4");
+    cr_assert_eq(or_topo_node_count(t), 3);
+    cr_assert_eq(or_topo_device_count(t), 24);
+    int nics = 0;
+    for (int v = 0; v < or_topo_vertex_count(t); v++)
+        nics += or_topo_vertex(t, v).kind == OR_TOPO_NIC;
+    cr_assert_eq(nics, 12);
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(or_topo_node_nics(t, k), 4);
+    /* Device 3 (PCIe switch 1) leaves through NIC 1, its switch's. */
+    const or_topo_path *p = path(t, 3, 10);
+    or_topo_link_info first = or_topo_link(t, p->hops[1] / 2);
+    int nic = p->hops[1] % 2 ? first.a : first.b;
+    cr_assert_str_eq(or_topo_vertex(t, nic).id, "n0.nic1");
+    cr_assert_eq(p->bandwidth, 25e9);
+    or_topo_free(t);
+}
+
+/* Counts of network switches and of network links. */
+static void count_net(const or_topo *t, int *switches, int *links)
+{
+    *switches = *links = 0;
+    for (int v = 0; v < or_topo_vertex_count(t); v++)
+        *switches += or_topo_vertex(t, v).kind == OR_TOPO_NET_SWITCH;
+    for (int l = 0; l < or_topo_link_count(t); l++)
+        *links += or_topo_link(t, l).kind == OR_TOPO_LINK_NET;
+}
+
+/* The bandwidth of the link between the vertices named a and b; 0: none. */
+static double link_bw(const or_topo *t, const char *a, const char *b)
+{
+    for (int l = 0; l < or_topo_link_count(t); l++) {
+        or_topo_link_info li = or_topo_link(t, l);
+        const char *x = or_topo_vertex(t, li.a).id, *y = or_topo_vertex(t, li.b).id;
+        if ((!strcmp(x, a) && !strcmp(y, b)) || (!strcmp(x, b) && !strcmp(y, a)))
+            return li.bandwidth;
+    }
+    return 0;
+}
+
+Test(fabric, rail_optimized_boxes)
+{
+    /* DGX SuperPOD-like: NIC k of every box on leaf k, the 8 leaves under a
+     * spine, 2:1 oversubscribed. */
+    or_topo *t = load("box:dgx-h100 nodes:4 fabric:rails oversub:2");
+    int sw, net;
+    count_net(t, &sw, &net);
+    cr_assert_eq(sw, 9, "a spine and 8 leaves");
+    cr_assert_eq(net, 8 + 4 * 8, "leaf uplinks and the NICs");
+    cr_assert_eq(link_bw(t, "leaf3", "spine"), 4 * 50e9 / 2);
+    cr_assert_eq(link_bw(t, "n2.nic3", "leaf3"), 50e9);
+    cr_assert_eq(link_bw(t, "n2.nic3", "leaf2"), 0, "a NIC joins its rail's leaf only");
+    /* Same rail: through its leaf alone. */
+    const or_topo_path *p = path(t, 0, 8);
+    cr_assert_eq(p->type, OR_TOPO_PATH_NET);
+    cr_assert_eq(p->bandwidth, 50e9);
+    for (int i = 0; i < p->nhops; i++) {
+        or_topo_link_info li = or_topo_link(t, p->hops[i] / 2);
+        cr_assert(strcmp(or_topo_vertex(t, li.a).id, "spine") && strcmp(or_topo_vertex(t, li.b).id, "spine"));
+    }
+    check_all_paths(t);
+    check_round_trip(t);
+    or_topo_free(t);
+}
+
+Test(fabric, leaf_spine_oversubscribed)
+{
+    /* 6 nodes, 4 to a leaf: leaf0 holds 4 NICs of 25 GB/s, leaf1 2; 4:1. */
+    or_topo *t = load("nodes:6 devices:2 inter:25GB/s,4us fabric:leaf-spine leaf:4 oversub:4");
+    int sw, net;
+    count_net(t, &sw, &net);
+    cr_assert_eq(sw, 3);
+    cr_assert_eq(net, 2 + 6);
+    cr_assert_eq(link_bw(t, "leaf0", "spine"), 25e9);
+    cr_assert_eq(link_bw(t, "leaf1", "spine"), 12.5e9);
+    cr_assert_eq(path(t, 0, 2)->bandwidth, 25e9, "nodes 0 and 1 share leaf0");
+    cr_assert_eq(path(t, 0, 10)->bandwidth, 12.5e9, "node 5 is under leaf1's thin uplink");
+    /* 500 ns of PCIe each side and 4 us NIC to NIC within a leaf; through
+     * the spine half the inter latency more (1 us up, 1 us down). */
+    cr_assert_float_eq(path(t, 0, 2)->latency_ns, 5000, 1e-6);
+    cr_assert_float_eq(path(t, 0, 10)->latency_ns, 7000, 1e-6);
+    check_all_paths(t);
+    check_round_trip(t);
+    or_topo_free(t);
+}
+
+Test(fabric, one_switch_is_the_default)
+{
+    or_topo *a = load("box:dgx-a100 nodes:2");
+    or_topo *b = load("box:dgx-a100 nodes:2 fabric:switch");
+    or_topo *c = load("dgx-a100x2");
+    int sw, net;
+    for (or_topo *t = a; t; t = t == a ? b : t == b ? c : NULL) {
+        cr_assert_eq(or_topo_vertex_count(t), or_topo_vertex_count(c));
+        cr_assert_eq(or_topo_link_count(t), or_topo_link_count(c));
+        count_net(t, &sw, &net);
+        cr_assert_eq(sw, 1, "one network switch");
+        cr_assert_eq(net, 16, "every NIC on it");
+        cr_assert_eq(path(t, 5, 30 - 16)->bandwidth, 25e9);
+    }
+    or_topo_free(a);
+    or_topo_free(b);
+    or_topo_free(c);
+}
+
+Test(presets, nvl72_is_one_nvlink_domain)
+{
+    or_topo *t = load("nvl72x2");
+    cr_assert_eq(or_topo_node_count(t), 2);
+    cr_assert_eq(or_topo_device_count(t), 144);
+    cr_assert_eq(path(t, 0, 71)->type, OR_TOPO_PATH_NVL);
+    cr_assert_eq(path(t, 0, 71)->bandwidth, 900e9, "18 NVLink5 links x 50 GB/s, any pair of the rack");
+    cr_assert_eq(path(t, 3, 72)->type, OR_TOPO_PATH_NET);
+    cr_assert_eq(path(t, 3, 72)->bandwidth, 50e9, "a 400 Gb/s NIC per device");
+    cr_assert_eq(or_topo_node_nics(t, 1), 72);
+    or_topo_free(t);
+}
+
 Test(synthetic, the_design_example)
 {
     or_topo *t = load("nodes:2 devices:4 intra:300GB/s,1us inter:25GB/s,5us");

@@ -572,6 +572,7 @@ static filecall *read_calls(const char *path, int n, int *count)
             die(1, "%s:%d: expected 'COLL SIZE [type=T] [op=OP] [root=N] [repeat=N]': no size", path, ln);
         if (parse_size(sz, &size) != 0 || !size_ok(size))
             die(1, "%s:%d: '%s' is not a size (e.g. 8, 64K, 128M) of at most 4 EiB", path, ln, sz);
+        bool op_given = false;
         for (char *kv; (kv = strtok_r(NULL, " \t\r\n", &save));) {
             char *eq = strchr(kv, '=');
             if (!eq)
@@ -585,6 +586,7 @@ static filecall *read_calls(const char *path, int n, int *count)
             } else if (!strcmp(kv, "op")) {
                 if ((fc.c.oi = find_op(val)) < 0)
                     die(1, "%s:%d: unknown op '%s' (sum, prod, max, min, avg)", path, ln, val);
+                op_given = true;
             } else if (!strcmp(kv, "root")) {
                 long r = strtol(val, &end, 10);
                 if (!*val || *end || r < 0 || r >= n)
@@ -599,7 +601,7 @@ static filecall *read_calls(const char *path, int n, int *count)
                 die(1, "%s:%d: unknown key '%s' (type, op, root, repeat)", path, ln, kv);
             }
         }
-        if (!colls[fc.c.ci].reduces && fc.c.oi != 0)
+        if (!colls[fc.c.ci].reduces && op_given)
             die(1, "%s:%d: %s takes no op", path, ln, colls[fc.c.ci].name);
         call_shape(&fc.c, size, n);
         if (nv == cap) {
@@ -643,7 +645,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0}};
     int nprocs = 0, per_proc = 1, ci = 0, ti = find_type("float"), oi = 0, root = 0, warmup = 0, iters = 1;
     uint64_t minb = 32u << 20, maxb = 0, stepb = 1u << 20, factor = 0;
-    bool have_max = false, verbose = false, per_rank = false, stats = false;
+    bool have_max = false, op_given = false, verbose = false, per_rank = false, stats = false;
     unsigned place = 1;
     const char *placement = "packed", *profile = NULL, *file = NULL, *trace = NULL;
     int opt;
@@ -670,6 +672,7 @@ int main(int argc, char **argv)
         case 'o':
             if ((oi = find_op(optarg)) < 0)
                 die(2, "-o '%s': unknown op (sum, prod, max, min, avg)", optarg);
+            op_given = true;
             break;
         case 'r': root = parse_int("-r", optarg, 0); break;
         case 'w': warmup = parse_int("-w", optarg, 0); break;
@@ -708,7 +711,7 @@ int main(int argc, char **argv)
         die(2, "-b %llu is above -e %llu", (unsigned long long)minb, (unsigned long long)maxb);
     if (factor == 1 || (factor == 0 && stepb == 0 && minb != maxb) || (factor > 1 && minb == 0 && minb != maxb))
         die(2, "the sizes would never grow: give -f 2 or more, or -i above 0 (and -b above 0 with -f)");
-    if (!colls[ci].reduces && oi != 0)
+    if (!colls[ci].reduces && op_given)
         die(2, "-o: %s takes no op", colls[ci].name);
     const char *why = occl_algo_setting_error();
     char pwhy[256];
@@ -760,7 +763,7 @@ int main(int argc, char **argv)
     if (st != OR_TOPO_OK) {
         char msg[700];
         or_topo_error_format(&err, msg, sizeof msg);
-        die(1, "the placement does not fit: %s", msg);
+        die(1, "--placement %s: %s", placement, msg);
     }
     if (colls[ci].rooted && root >= J.n)
         die(2, "-r %d: the job has %d ranks", root, J.n);
@@ -771,6 +774,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < J.n; r++)
         J.bps[r] = (uint64_t)llround(gbs * 1e9);
 
+    int nc = 0;
+    filecall *fc = file ? read_calls(file, J.n, &nc) : NULL; /* refused before any output */
     sim S = {.j = &J, .sys = job_system(&J), .verbose = verbose, .per_rank = per_rank, .trace_first = true};
     if (trace) {
         S.trace = fopen(trace, "w");
@@ -794,8 +799,6 @@ int main(int argc, char **argv)
     int rows = 0;
     uint64_t seq = 0;
     if (file) {
-        int nc = 0;
-        filecall *fc = read_calls(file, J.n, &nc);
         printf("# calls from %s, back to back; vtime: the slowest rank's time in the call\n", file);
         print_header(1);
         for (int i = 0; i < nc; i++) {

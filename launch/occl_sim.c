@@ -294,8 +294,11 @@ typedef struct plan_memo {
 typedef struct sim {
     job *j;
     occl_vsystem sys;
-    plan_memo *memo;
-    int nmemo, capmemo;
+    plan_memo memo[OCCL_PLAN_CACHE], scratch;
+    int nmemo, next;
+    int shapes; /* planned */
+    occl_choice last; /* of the last call issued, when modelled */
+    bool modelled;
     bool verbose, per_rank;
     FILE *trace;
     bool trace_first;
@@ -310,25 +313,35 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The planner's choice for call c, kept as a communicator keeps it
+ * (tuning.c's plan_slot): decisions that needed the replay, per collective,
+ * type, count and (Reduce only) root, OCCL_PLAN_CACHE of them, the oldest
+ * replaced. So a Broadcast with another root reuses the protocol the first
+ * one's replay chose, as in a real run. */
 static const plan_memo *plan(sim *S, const call *c, const occl_call *oc)
 {
+    int key_root = oc->coll == OCCL_COLL_REDUCE ? oc->root : -1;
     for (int i = 0; i < S->nmemo; i++) {
         plan_memo *m = &S->memo[i];
         if (m->ci == c->ci && types[m->ti].type == types[c->ti].type && m->count == c->count &&
-            m->root == oc->root)
+            m->root == key_root)
             return m;
     }
-    if (S->nmemo == S->capmemo) {
-        S->capmemo = S->capmemo ? 2 * S->capmemo : 16;
-        S->memo = realloc(S->memo, (size_t)S->capmemo * sizeof *S->memo);
-        if (!S->memo) {
-            fprintf(stderr, PROG ": out of memory\n");
-            exit(1);
-        }
+    plan_memo fresh = {.ci = c->ci, .ti = c->ti, .root = key_root, .count = c->count};
+    fresh.choice = occl_plan_system(&S->sys, oc, S->j->bps, fresh.est);
+    bool replayed = false;
+    for (int a = 0; a < OCCL_NUM_ALGOS; a++)
+        for (int p = 0; p < OCCL_NUM_PROTOS; p++)
+            replayed |= fresh.est[a][p] != UINT64_MAX;
+    plan_memo *m = &S->scratch;
+    if (replayed) { /* a communicator keeps only decisions of the replay */
+        if (S->nmemo < OCCL_PLAN_CACHE)
+            S->nmemo++;
+        m = &S->memo[S->next];
+        S->next = (S->next + 1) % OCCL_PLAN_CACHE;
     }
-    plan_memo *m = &S->memo[S->nmemo++];
-    *m = (plan_memo){.ci = c->ci, .ti = c->ti, .root = oc->root, .count = c->count};
-    m->choice = occl_plan_system(&S->sys, oc, S->j->bps, m->est);
+    *m = fresh;
+    S->shapes++;
     if (S->verbose) {
         printf("# plan %s %zu x %s:", colls[c->ci].name, c->count, type_row_name(c->ti));
         for (int a = 0; a < OCCL_NUM_ALGOS; a++)
@@ -379,8 +392,10 @@ static uint64_t issue(sim *S, const call *c, uint64_t seq)
     }
     const plan_memo *m = NULL;
     /* A call of one rank, or of no data, is not modelled: it costs nothing. */
-    if (n > 1 && c->count > 0) {
+    S->modelled = n > 1 && c->count > 0;
+    if (S->modelled) {
         m = plan(S, c, &oc);
+        S->last = m->choice;
         double t0 = now_s();
         if (!occl_vmodel_ends(&S->sys, &oc, m->choice.algo, m->choice.proto, j->entry, j->bps, j->clock)) {
             fprintf(stderr, PROG ": %s of %zu x %s could not be modelled (out of memory)\n",
@@ -448,16 +463,13 @@ static void print_row_start(const sim *S, const call *c)
     (void)S;
 }
 
-static void print_row_end(sim *S, const call *c)
+/* The algorithm of the row's last call. */
+static void print_row_end(const sim *S)
 {
-    occl_call oc = {.coll = colls[c->ci].coll, .count = c->count, .type = types[c->ti].type,
-                    .root = colls[c->ci].rooted ? c->root : -1};
-    if (S->j->n > 1 && c->count > 0) {
-        const plan_memo *m = plan(S, c, &oc);
-        printf("  %s/%s\n", occl_algo_name(m->choice.algo), occl_proto_name(m->choice.proto));
-    } else {
+    if (S->modelled)
+        printf("  %s/%s\n", occl_algo_name(S->last.algo), occl_proto_name(S->last.proto));
+    else
         printf("  -\n");
-    }
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -806,7 +818,7 @@ int main(int argc, char **argv)
                 uint64_t ns = issue(&S, &fc[i].c, seq++);
                 print_row_start(&S, &fc[i].c);
                 print_result((double)ns * 1e-9, fc[i].c.size, colls[fc[i].c.ci].coll, J.n, &bw_sum);
-                print_row_end(&S, &fc[i].c);
+                print_row_end(&S);
                 rows++;
             }
         }
@@ -847,7 +859,7 @@ int main(int argc, char **argv)
                     print_result(times[p - 1], c.size, colls[ci].coll, J.n, &bw_sum);
                     rows++;
                 }
-            print_row_end(&S, &c);
+            print_row_end(&S);
             uint64_t next = factor > 1 ? size * factor : size + stepb;
             if (next <= size || (factor > 1 && next / factor != size))
                 break; /* the last size, or the next would overflow */
@@ -865,9 +877,8 @@ int main(int argc, char **argv)
         getrusage(RUSAGE_SELF, &ru);
         fprintf(stderr, PROG ": %d ranks: %llu calls replayed, %d call shapes planned; %.3f s in total, "
                 "%.3f s in the replays of the calls; peak memory %ld MiB\n",
-                J.n, (unsigned long long)S.calls, S.nmemo, now_s() - t0, S.replay_s, ru.ru_maxrss / 1024);
+                J.n, (unsigned long long)S.calls, S.shapes, now_s() - t0, S.replay_s, ru.ru_maxrss / 1024);
     }
-    free(S.memo);
     occl_trees_release(&J.trees);
     free(J.dev);
     free(J.ring);

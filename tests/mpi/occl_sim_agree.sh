@@ -69,7 +69,8 @@ case_ "4 ranks on one switch" "devices:4 shape:switch intra:100GB/s,2us" 4 1 pac
 case_ "2 processes x 2 devices, 2 nodes" "$two" 2 2 packed a100 \
     allreduce:4194304 allgather:100000 broadcast:2000000:3 reduce:1048576:2
 case_ "4 processes x 2 devices, spread" "$eight" 4 2 spread a100 \
-    allreduce:4194304 allreduce:1024 reduce:1048576:5 scatter:4096:7 allgather:300000
+    allreduce:4194304 allreduce:1024 reduce:1048576:5 scatter:4096:7 allgather:300000 \
+    broadcast:65536:0 broadcast:65536:5
 OCCL_ALGO=ring OCCL_PROTO=LL128 case_ "8 ranks, ring/LL128 forced" "$eight" 8 1 packed h100 \
     allreduce:1048576 reduce:65536:4
 OCCL_ALGO=hierarchical,tree case_ "8 ranks, hierarchical or tree" "$eight" 8 1 spread a100 \

@@ -167,21 +167,28 @@ static double hop_us(bool net, double bytes)
     return net ? ALPHA_NET_US + bytes / (BETA_NET_GBS * 1e3) : ALPHA_NODE_US + bytes / (BETA_NODE_GBS * 1e3);
 }
 
+/* What the formulas see of the ranks: a communicator's, or a system the
+ * model describes without one (occl_plan_system). */
+typedef struct plan_view {
+    int nranks, nnodes;
+    const int *node_first;
+    const occl_trees *trees;
+} plan_view;
+
 /* Ranks of the most populated virtual node. */
-static int max_local(occlComm_t comm)
+static int max_local(const plan_view *v)
 {
     int m = 0;
-    for (int k = 0; k < comm->nnodes; k++)
-        if (comm->node_first[k + 1] - comm->node_first[k] > m)
-            m = comm->node_first[k + 1] - comm->node_first[k];
+    for (int k = 0; k < v->nnodes; k++)
+        if (v->node_first[k + 1] - v->node_first[k] > m)
+            m = v->node_first[k + 1] - v->node_first[k];
     return m;
 }
 
 /* Predicted microseconds of an all-reduce of `bytes` with algorithm a;
  * INFINITY where the planner should not pick it by itself. */
-static double allreduce_cost(const occl_call *c, occl_algo a, double bytes)
+static double allreduce_cost(const plan_view *comm, const occl_call *c, occl_algo a, double bytes)
 {
-    occlComm_t comm = c->comm;
     int n = comm->nranks, L = comm->nnodes, m = max_local(comm);
     bool net = L > 1;
     switch (a) {
@@ -193,7 +200,7 @@ static double allreduce_cost(const occl_call *c, occl_algo a, double bytes)
         for (int t = 0; t < 2; t++) {
             size_t lo, len, ce, nch, es = occl_type_size(c->type);
             occl_tree_half(c->count, es, t, &lo, &len, &ce, &nch);
-            steps = fmax(steps, occl_tree_steps(&comm->trees, t, nch));
+            steps = fmax(steps, occl_tree_steps(comm->trees, t, nch));
             chunk = fmax(chunk, (double)(len < ce ? len : ce) * (double)es);
         }
         return steps * hop_us(net, 2.0 * chunk);
@@ -225,9 +232,8 @@ static double allreduce_cost(const occl_call *c, occl_algo a, double bytes)
 /* Reduce: a pipelined chain (n-1 links, then one chunk time per further
  * chunk) or a binary tree (each level waits for two children's whole
  * buffers). */
-static double reduce_cost(const occl_call *c, occl_algo a, double bytes)
+static double reduce_cost(const plan_view *comm, const occl_call *c, occl_algo a, double bytes)
 {
-    occlComm_t comm = c->comm;
     int n = comm->nranks;
     bool net = comm->nnodes > 1;
     double chunk = (double)occl_chain_chunk((size_t)bytes);
@@ -237,7 +243,7 @@ static double reduce_cost(const occl_call *c, occl_algo a, double bytes)
     case OCCL_ALGO_TREE: {
         /* Each half up its tree, re-rooted at the root, in chunks at once. */
         occl_trees R;
-        if (occl_trees_reroot(&comm->trees, c->root, &R) != 0)
+        if (occl_trees_reroot(comm->trees, c->root, &R) != 0)
             return INFINITY;
         double steps = 0, piece_t = 0;
         for (int t = 0; t < 2; t++) {
@@ -279,8 +285,29 @@ static struct occl_plan_entry *plan_slot(occlComm_t comm, const occl_call *c, in
  * Simple) on a tie. The replay depends only on what every rank holds alike
  * (the call, the ring and nodes, the ranks' devices and the bandwidths
  * exchanged with the entry clocks), so every rank picks the same. */
+/* A candidate's replayed completion, every rank entering at 0. */
+typedef uint64_t (*plan_estimator)(const void *ctx, const occl_call *c, occl_algo a, occl_proto p);
+
+static uint64_t comm_estimate(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
+{
+    (void)ctx;
+    return occl_vcost_estimate_proto(c, a, p, c->comm->vbps);
+}
+
+typedef struct system_ctx {
+    const occl_vsystem *s;
+    const uint64_t *bps;
+} system_ctx;
+
+static uint64_t system_estimate(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
+{
+    const system_ctx *x = ctx;
+    return occl_vmodel_time(x->s, c, a, p, x->bps);
+}
+
 static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned pmask,
-                                   struct occl_plan_entry *e)
+                                   struct occl_plan_entry *e, plan_estimator estimate,
+                                   const void *ctx)
 {
     occl_choice pick = {OCCL_NUM_ALGOS, OCCL_PROTO_SIMPLE};
     uint64_t best = UINT64_MAX;
@@ -291,7 +318,7 @@ static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned p
             if (a >= OCCL_NUM_ALGOS || !(cand & (1u << a)) || !(pmask & (1u << p)) ||
                 !occl_proto_supported(occl_vmodel_family(c->coll, (occl_algo)a), (occl_proto)p))
                 continue;
-            e->est_ns[a][p] = occl_vcost_estimate_proto(c, (occl_algo)a, (occl_proto)p, c->comm->vbps);
+            e->est_ns[a][p] = estimate(ctx, c, (occl_algo)a, (occl_proto)p);
             if (e->est_ns[a][p] == UINT64_MAX) {
                 modelled = false;
             } else if (pick.algo == OCCL_NUM_ALGOS || e->est_ns[a][p] < best) {
@@ -308,7 +335,7 @@ static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned p
     /* A replay that ran out of memory decides nothing for later calls; the
      * ranks may disagree on this one (then the call times out). */
     e->used = modelled;
-    if (!modelled)
+    if (!modelled && c->comm)
         OCCL_WARN("rank %d: %s: a candidate could not be modelled in virtual time (out of memory); using %s/%s",
                   c->comm->rank, occl_coll_name(c->coll), occl_algo_name(pick.algo),
                   occl_proto_name(pick.proto));
@@ -340,17 +367,15 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-occl_algo occl_plan(const occl_call *c) { return occl_plan_choice(c).algo; }
-
-occl_choice occl_plan_choice(const occl_call *c)
+/* The formulas' side of the planner: *mask the algorithms OCCL_ALGO allows
+ * among those collective c implements (all it implements when it allows
+ * none), *cand those of them with a finite cost, costs[] each one's; returns
+ * the formulas' pick (the first allowed when none is finite). */
+static occl_algo plan_formulas(const plan_view *view, const occl_call *c, unsigned *mask_out,
+                               unsigned *cand_out, double *costs)
 {
     pthread_once(&parse_once, parse_env);
-    pthread_once(&proto_once, parse_proto_env);
-    unsigned pmask = proto_allowed[c->coll];
-    bool timed = occl_log_threshold >= OCCL_LOG_TRACE;
-    uint64_t t0 = timed ? now_ns() : 0;
     unsigned mask = allowed[c->coll];
-    occlComm_t comm = c->comm;
     double bytes = (double)c->count * (double)occl_type_size(c->type);
     /* What each collective implements. */
     unsigned has = 1u << OCCL_ALGO_RING;
@@ -358,7 +383,7 @@ occl_choice occl_plan_choice(const occl_call *c)
         has = 1u << OCCL_ALGO_DIRECT;
     else if (c->coll == OCCL_COLL_ALLREDUCE)
         /* NVLS reads its peers' memory in place: one virtual node only. */
-        has = ((1u << OCCL_NUM_ALGOS) - 1) & ~(comm->nnodes > 1 ? 1u << OCCL_ALGO_NVLS : 0u);
+        has = ((1u << OCCL_NUM_ALGOS) - 1) & ~(view->nnodes > 1 ? 1u << OCCL_ALGO_NVLS : 0u);
     else if (c->coll == OCCL_COLL_REDUCE)
         has |= 1u << OCCL_ALGO_TREE;
     if (!(mask & has))
@@ -366,14 +391,13 @@ occl_choice occl_plan_choice(const occl_call *c)
     occl_algo pick = OCCL_NUM_ALGOS;
     double best = INFINITY;
     unsigned cand = 0; /* allowed and eligible (a finite cost) */
-    double costs[OCCL_NUM_ALGOS];
     for (int a = 0; a < OCCL_NUM_ALGOS; a++) {
         if (!(mask & has & (1u << a)))
             continue;
         if (pick == OCCL_NUM_ALGOS)
             pick = (occl_algo)a; /* allowed: used even if the model would not pick it */
-        double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(c, (occl_algo)a, bytes)
-                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(c, (occl_algo)a, bytes)
+        double cost = c->coll == OCCL_COLL_ALLREDUCE ? allreduce_cost(view, c, (occl_algo)a, bytes)
+                      : c->coll == OCCL_COLL_REDUCE  ? reduce_cost(view, c, (occl_algo)a, bytes)
                                                      : 0;
         costs[a] = cost;
         if (cost < INFINITY)
@@ -383,11 +407,55 @@ occl_choice occl_plan_choice(const occl_call *c)
             pick = (occl_algo)a;
         }
     }
+    *mask_out = mask & has;
+    *cand_out = cand;
+    return pick;
+}
+
+occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps,
+                             uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS])
+{
+    pthread_once(&proto_once, parse_proto_env);
+    unsigned pmask = proto_allowed[c->coll];
+    plan_view view = {s->nranks, s->nnodes, s->node_first, &s->trees};
+    unsigned mask, cand;
+    double costs[OCCL_NUM_ALGOS];
+    occl_algo pick = plan_formulas(&view, c, &mask, &cand, costs);
+    struct occl_plan_entry e = {0};
+    for (int a = 0; a < OCCL_PLAN_MAX_ALGOS; a++)
+        for (int p = 0; p < OCCL_NUM_PROTOS; p++)
+            e.est_ns[a][p] = UINT64_MAX;
+    occl_choice choice = {pick, wall_proto(pmask)};
+    /* As occl_plan_choice in a modelled call: the replay decides when there
+     * is a choice to make. */
+    if (cand && ((cand & (cand - 1)) || (pmask & (pmask - 1)))) {
+        system_ctx ctx = {s, bps};
+        choice = plan_from_model(c, cand, pmask, &e, system_estimate, &ctx);
+    }
+    if (est_ns)
+        memcpy(est_ns, e.est_ns, sizeof e.est_ns);
+    return choice;
+}
+
+occl_algo occl_plan(const occl_call *c) { return occl_plan_choice(c).algo; }
+
+occl_choice occl_plan_choice(const occl_call *c)
+{
+    pthread_once(&parse_once, parse_env);
+    pthread_once(&proto_once, parse_proto_env);
+    bool timed = occl_log_threshold >= OCCL_LOG_TRACE;
+    uint64_t t0 = timed ? now_ns() : 0;
+    occlComm_t comm = c->comm;
+    plan_view view = {comm->nranks, comm->nnodes, comm->node_first, &comm->trees};
+    unsigned mask, cand;
+    double costs[OCCL_NUM_ALGOS];
+    occl_algo pick = plan_formulas(&view, c, &mask, &cand, costs);
     /* Virtual time: the clock the program sees is the replay's (vcost.c),
      * so the candidates are compared by the replay, not by this host's hop
      * costs. Only while a modelled call runs (comm->vbps); one candidate
      * needs no replay. */
     /* Protocols are compared only there: in wall time they change nothing. */
+    unsigned pmask = proto_allowed[c->coll];
     occl_choice choice = {pick, wall_proto(pmask)};
     struct occl_plan_entry *e = NULL;
     bool cached = false;
@@ -395,11 +463,11 @@ occl_choice occl_plan_choice(const occl_call *c)
         e = plan_slot(comm, c, c->coll == OCCL_COLL_REDUCE ? c->root : -1);
         cached = e->used;
         choice = cached ? (occl_choice){(occl_algo)e->algo, (occl_proto)e->proto}
-                        : plan_from_model(c, cand, pmask, e);
+                        : plan_from_model(c, cand, pmask, e, comm_estimate, NULL);
         pick = choice.algo;
     }
     if (comm->tuner) { /* an NCCL tuner plugin has the last word (tuner.c) */
-        choice = occl_tuner_choose(c, mask & has, costs, e ? e->est_ns : NULL, (occl_choice){pick, choice.proto});
+        choice = occl_tuner_choose(c, mask, costs, e ? e->est_ns : NULL, (occl_choice){pick, choice.proto});
         pick = choice.algo;
     }
     if (timed)

@@ -600,6 +600,13 @@ uint64_t occl_vmodel_time(const occl_vsystem *s, const occl_call *c, occl_algo a
     return last;
 }
 
+bool occl_vmodel_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
+                      const uint64_t *entry, const uint64_t *bps, uint64_t *end)
+{
+    bool oom;
+    return model_ends(s, c, algo, proto, entry, bps, end, &oom);
+}
+
 /* A communicator seen as the model's system: its ring, nodes and trees, and
  * the runtime's paths between its ranks' global devices (gdev). */
 static or_vpath comm_path(void *ctx, int src, int dst)

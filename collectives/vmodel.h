@@ -49,6 +49,22 @@ int occl_vsystem_rails(const struct or_topo *topo, const int *dev, const int *ri
 uint64_t occl_vmodel_time(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
                           const uint64_t *bps);
 
+/* Every rank's end of call c on system s (end[r], ns), rank r having
+ * entered at entry[r]: what a real run's stream clocks move to (vcost.c
+ * charges a communicator's calls with the same function). false if it
+ * cannot be modelled (out of memory, or a protocol the algorithm does not
+ * run). */
+bool occl_vmodel_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
+                      const uint64_t *entry, const uint64_t *bps, uint64_t *end);
+
+/* The planner's choice for call c on system s, as occl_plan_choice makes it
+ * in a modelled call (tuning.c): the formulas' candidates that OCCL_ALGO
+ * allows and OCCL_PROTO's protocols, compared by the replay with every rank
+ * entering at 0, bps[r] rank r's memory bandwidth. est_ns (may be NULL)
+ * receives each candidate's completion, UINT64_MAX where none was replayed. */
+occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps,
+                             uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS]);
+
 /* The protocol family (NCCL's table row) algorithm algo of collective coll
  * takes its constants from. */
 occl_pfam occl_vmodel_family(occl_coll coll, occl_algo algo);

@@ -30,8 +30,9 @@ typedef struct {
 } interval;
 
 struct or_vtimeline {
-    uint64_t key; /* 0 = empty slot */
-    interval *v;  /* sorted and disjoint */
+    uint64_t key;  /* 0 = empty slot */
+    interval *v;   /* v[0 .. n): sorted and disjoint, within mem */
+    interval *mem; /* cap intervals; the oldest are dropped from the front */
     size_t n, cap;
 };
 typedef struct or_vtimeline timeline;
@@ -114,13 +115,20 @@ static uint64_t link_free_from(const timeline *tl, uint64_t t, uint64_t d, size_
 /* Room for one more interval, so that link_occupy cannot fail. */
 static bool link_room(timeline *tl)
 {
-    if (tl->n < tl->cap)
+    size_t head = tl->mem ? (size_t)(tl->v - tl->mem) : 0;
+    if (head + tl->n < tl->cap)
         return true;
+    if (head >= tl->n && head > 0) { /* as many dropped as kept: moving them back is paid for */
+        memmove(tl->mem, tl->v, tl->n * sizeof *tl->v);
+        tl->v = tl->mem;
+        return true;
+    }
     size_t cap = tl->cap ? 2 * tl->cap : 16;
-    interval *grown = realloc(tl->v, cap * sizeof *grown);
+    interval *grown = realloc(tl->mem, cap * sizeof *grown);
     if (!grown)
         return false;
-    tl->v = grown;
+    tl->mem = grown;
+    tl->v = grown + head;
     tl->cap = cap;
     return true;
 }
@@ -148,8 +156,8 @@ static void link_occupy(timeline *tl, uint64_t s, uint64_t d)
         tl->n++;
     }
     if (tl->n > OR_VT_MAX_INTERVALS) { /* bounded memory: the oldest gap is lost */
-        tl->v[0].b = tl->v[1].b;
-        memmove(&tl->v[1], &tl->v[2], (tl->n - 2) * sizeof *tl->v);
+        tl->v[1].a = tl->v[0].a; /* the two oldest become one, in O(1) */
+        tl->v++;
         tl->n--;
     }
 }
@@ -219,7 +227,7 @@ bool or_vlinks_reserve(or_vlinks *l, const or_vpath *p, uint64_t t, uint64_t d, 
 void or_vlinks_free(or_vlinks *l)
 {
     for (size_t i = 0; i < l->cap; i++)
-        free(l->slots[i].v);
+        free(l->slots[i].mem);
     free(l->slots);
     *l = (or_vlinks){0};
 }

@@ -40,6 +40,7 @@ typedef struct registration {
     int32_t nranks, rank, world_rank, node, device;
     or_mem_ref ctrl_ref;
     uint8_t slots_used[OCCL_TAG_SLOTS + 1]; /* tag slots this process has in use */
+    uint64_t mem_bps; /* the device's memory bandwidth (occlGroupSimulateEnd's model) */
 } registration;
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -517,7 +518,8 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     memset(c->ctrl, 0, c->ctrl_bytes); /* strict mode aside, device memory is host memory */
     c->ctrl->magic = OCCL_COMM_MAGIC;
     occl_ll_init(c->ctrl, c->nranks);
-    pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}};
+    pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}, 0};
+    or_device_memory_bps(pi->device, &pi->reg.mem_bps);
     if (or_mem_export(c->ctrl, c->ctrl_bytes, &pi->reg.ctrl_ref) != orSuccess)
         return occl_fail(occlInternalError, "control block not exportable");
     pthread_mutex_lock(&slots_lock);
@@ -576,6 +578,7 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
         p->device = table[r].device;
         p->node = table[r].node;
         p->ctrl_ref = table[r].ctrl_ref;
+        p->mem_bps = table[r].mem_bps;
         p->ctrl = p->node == c->job.node ? or_mem_import(&p->ctrl_ref) : NULL;
         if (p->node == c->job.node && !p->ctrl)
             return occl_fail(occlInternalError, "cannot map rank %d's control block", r);

@@ -4,6 +4,7 @@
  * own thread runs (or keep it for occlGroupEnd). One enqueue path for every
  * collective.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,17 +299,13 @@ occlResult_t occlGroupStart(void)
     return occlSuccess;
 }
 
-occlResult_t occlGroupEnd(void)
+/* Check every call before launching any, so a bad group starts nothing:
+ * the calls of one communicator must share one stream. */
+static occlResult_t group_check(void)
 {
-    if (grp.depth == 0)
-        return occl_fail(occlInvalidUsage, "occlGroupEnd without occlGroupStart");
-    if (--grp.depth > 0)
-        return occlSuccess;
     occlResult_t res = grp.error;
     if (res != occlSuccess) /* a call of the group failed: none of it runs */
         occl_fail(res, "a call of the group failed: %s", grp.reason);
-    /* Check every call before launching any, so a bad group starts nothing:
-     * the calls of one communicator must share one stream. */
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++)
         for (int j = i + 1; j < grp.ncalls && res == occlSuccess; j++)
             if (grp.calls[j].comm == grp.calls[i].comm &&
@@ -316,37 +313,138 @@ occlResult_t occlGroupEnd(void)
                  grp.calls[j].stream_device != grp.calls[i].stream_device))
                 res = occl_fail(occlInvalidUsage, "calls of one communicator in a group must use "
                                                   "one stream");
+    return res;
+}
+
+/* The calls of grp.calls[i]'s communicator, in order, into mine[]; taken
+ * out of grp.calls (their comm set to NULL). */
+static int group_take(int i, occl_call *mine)
+{
+    occlComm_t comm = grp.calls[i].comm;
+    int n = 0;
+    for (int j = i; j < grp.ncalls; j++)
+        if (grp.calls[j].comm == comm) {
+            mine[n++] = grp.calls[j];
+            grp.calls[j].comm = NULL;
+        }
+    return n;
+}
+
+static void group_reset(void)
+{
+    free(grp.inits);
+    free(grp.calls);
+    memset(&grp, 0, sizeof grp);
+}
+
+/* The group's virtual time, in ns: each communicator's calls charged by the
+ * model (occl_vsimulate) from every rank's clock at 0; communicators on one
+ * stream one after the other, on different streams side by side. */
+static occlResult_t group_simulate(uint64_t *total)
+{
+    occlResult_t res = occlSuccess;
+    occl_call *mine = malloc((size_t)(grp.ncalls ? grp.ncalls : 1) * sizeof *mine);
+    struct sim_stream {
+        orStream_t stream;
+        int device;
+        uint64_t end;
+    } *streams = calloc((size_t)(grp.ncalls ? grp.ncalls : 1), sizeof *streams);
+    int nstreams = 0;
+    *total = 0;
+    if (!mine || !streams)
+        res = occl_fail(occlSystemError, "out of memory");
+    for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
+        if (!grp.calls[i].comm)
+            continue;
+        int n = group_take(i, mine);
+        int s = 0;
+        while (s < nstreams &&
+               (streams[s].stream != mine[0].stream || streams[s].device != mine[0].stream_device))
+            s++;
+        if (s == nstreams)
+            streams[nstreams++] = (struct sim_stream){mine[0].stream, mine[0].stream_device, 0};
+        uint64_t *clocks = calloc((size_t)mine[0].comm->nranks, sizeof *clocks);
+        if (!clocks) {
+            res = occl_fail(occlSystemError, "out of memory");
+            break;
+        }
+        res = occl_vsimulate(mine, n, clocks);
+        uint64_t last = 0;
+        for (int r = 0; r < mine[0].comm->nranks; r++)
+            last = clocks[r] > last ? clocks[r] : last;
+        free(clocks);
+        streams[s].end += last;
+        if (streams[s].end > *total)
+            *total = streams[s].end;
+    }
+    free(mine);
+    free(streams);
+    return res;
+}
+
+static occlResult_t group_end(bool simulate, occlSimInfo_t *sim)
+{
+    if (grp.depth == 0)
+        return occl_fail(occlInvalidUsage, "%s without occlGroupStart",
+                         simulate ? "occlGroupSimulateEnd" : "occlGroupEnd");
+    if (--grp.depth > 0)
+        return occlSuccess;
+    occlResult_t res = group_check();
+    /* NCCL's check: the size field says how much of the struct to read and
+     * write (an older or newer header's), the magic that it was initialized. */
+    occlSimInfo_t info = OCCL_SIM_INFO_INITIALIZER;
+    size_t size = 0;
+    if (res == occlSuccess && simulate) {
+        if (!sim) {
+            res = occl_fail(occlInvalidArgument, "occlGroupSimulateEnd: simInfo is NULL");
+        } else {
+            memcpy(&size, &sim->size, sizeof size);
+            if (size > sizeof info)
+                size = sizeof info;
+            info.magic = 0;
+            memcpy(&info, sim, size);
+            if (size < offsetof(occlSimInfo_t, estimatedTime) + sizeof info.estimatedTime ||
+                info.magic != OCCL_SIM_INFO_MAGIC)
+                res = occl_fail(occlInvalidArgument, "occlGroupSimulateEnd: simInfo not "
+                                                     "initialized with OCCL_SIM_INFO_INITIALIZER");
+        }
+    }
     if (res == occlSuccess && grp.ninits)
         res = occl_group_run_inits(grp.inits, grp.ninits);
+    if (simulate) {
+        uint64_t ns = 0;
+        if (res == occlSuccess)
+            res = group_simulate(&ns);
+        if (res == occlSuccess) {
+            info.estimatedTime = (float)((double)ns / 1e3);
+            memcpy(sim, &info, size);
+        }
+        group_reset();
+        return res;
+    }
     /* One task per communicator, on the stream of its first call. */
     for (int i = 1; i < grp.ncalls; i++)
         launching_many |= grp.calls[i].comm != grp.calls[0].comm;
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
-        occl_call *c = &grp.calls[i];
-        if (!c->comm)
+        if (!grp.calls[i].comm)
             continue; /* taken into an earlier task */
-        int n = 0;
         occl_call *mine = malloc((size_t)grp.ncalls * sizeof *mine);
         if (!mine) {
             res = occl_fail(occlSystemError, "out of memory");
             break;
         }
-        for (int j = i; j < grp.ncalls; j++)
-            if (grp.calls[j].comm == c->comm) {
-                mine[n++] = grp.calls[j];
-                if (j != i)
-                    grp.calls[j].comm = NULL;
-            }
-        c->comm = NULL;
+        int n = group_take(i, mine);
         res = launch(mine, n);
         free(mine);
     }
     launching_many = false;
-    free(grp.inits);
-    free(grp.calls);
-    memset(&grp, 0, sizeof grp);
+    group_reset();
     return res;
 }
+
+occlResult_t occlGroupEnd(void) { return group_end(false, NULL); }
+
+occlResult_t occlGroupSimulateEnd(occlSimInfo_t *simInfo) { return group_end(true, simInfo); }
 
 /* ---- argument checks -------------------------------------------------------- */
 

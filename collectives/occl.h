@@ -239,6 +239,24 @@ occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t data
 occlResult_t occlGroupStart(void);
 occlResult_t occlGroupEnd(void);
 
+/* occlGroupSimulateEnd: what the group would take, as NCCL's
+ * ncclSimInfo_t (same layout). Assign OCCL_SIM_INFO_INITIALIZER first. */
+#define OCCL_UNDEF_FLOAT (-1.0f)
+#define OCCL_SIM_INFO_MAGIC 0x74685283
+typedef struct occlSimInfo_v22200 {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    float estimatedTime; /* microseconds */
+} occlSimInfo_t;
+#define OCCL_SIM_INFO_INITIALIZER                                                                 \
+    { sizeof(occlSimInfo_t), OCCL_SIM_INFO_MAGIC, OCCL_VERSION_CODE, OCCL_UNDEF_FLOAT }
+/* Ends the group like occlGroupEnd but runs none of its calls: simInfo's
+ * estimatedTime becomes the virtual time (OPENREG_TIME=virtual's model, on
+ * the declared topology, whatever OPENREG_TIME says) from the group's start
+ * to the end of its last call on its last rank, in us. Talks to no peer. */
+occlResult_t occlGroupSimulateEnd(occlSimInfo_t *simInfo);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

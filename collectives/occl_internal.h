@@ -168,6 +168,7 @@ typedef struct occl_peer {
     int world_rank;
     int device;
     int node;
+    uint64_t mem_bps; /* its device's memory bandwidth, bytes/s (from the bootstrap) */
     or_mem_ref ctrl_ref;
     occl_ctrl *ctrl; /* mapped here when on this node */
     uint64_t sent, received; /* transfer counters of this pair, this side */
@@ -521,6 +522,13 @@ uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t 
 /* The same with protocol proto (occl_vcost_estimate: Simple). */
 uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
                                    const uint64_t *bps);
+/* occlGroupSimulateEnd: charge calls[0..n) of one communicator as
+ * occl_vrun would, without running them or talking to the peers: clocks[r]
+ * is rank r's virtual clock (ns), moved to its end of the calls. Each
+ * collective is planned and replayed as in virtual time; for sends and
+ * receives only this rank's side is known (its peers are taken to enter at
+ * their clocks and to end with it). */
+occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks);
 const char *occl_algo_name(occl_algo a);
 /* Frees the registrations left on comm (register.c). */
 void occl_regs_release(occlComm_t comm);

@@ -72,6 +72,8 @@ static orError_t stream_error_of(occlResult_t res)
 static occlResult_t task_exec(occl_task *t, uint64_t *clock)
 {
     occlComm_t comm = t->calls[0].comm;
+    if (atomic_load(&comm->revoked))
+        return occl_fail(occlInvalidUsage, "the communicator was revoked; call stopped");
     if (t->ll.begun) /* begun on the calling thread: the rest is left */
         return occl_ll_run(&t->calls[0], &t->ll);
     occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
@@ -113,8 +115,9 @@ static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
         occl_comm_set_error(comm, res);
         or_stream_fail(t->calls[0].stream, stream_error_of(res));
         OCCL_WARN("rank %d: %s failed: %s", comm->rank, occl_coll_name(t->calls[0].coll),
-                  comm->last_error);
+                  atomic_load(&comm->revoked) ? occlGetLastError(NULL) : comm->last_error);
     }
+    atomic_fetch_sub(&comm->tasks_live, 1);
     pthread_mutex_unlock(&comm->lock);
     or_handed_task op = t->op;
     free(t);
@@ -280,10 +283,12 @@ static occlResult_t launch(occl_call *calls, int n)
     orSetDevice(calls[0].stream_device);
     launching = t;
     launched_here = false;
+    atomic_fetch_add(&calls[0].comm->tasks_live, 1);
     orError_t err = or_launch_handed_task_held(calls[0].stream, task_hand, t, &t->entry_ns);
     launching = NULL;
     orSetDevice(prev);
     if (err != orSuccess) {
+        atomic_fetch_sub(&calls[0].comm->tasks_live, 1);
         free(t);
         return occl_fail(occlUnhandledDeviceError, "cannot enqueue on the stream");
     }
@@ -517,6 +522,8 @@ static occlResult_t enqueue(occl_call *c)
     if (!occl_comm_valid(c->comm))
         res = occl_fail(occlInvalidArgument, "%s: comm is not a live communicator",
                         occl_coll_name(c->coll));
+    else if (atomic_load(&c->comm->revoked))
+        res = occl_fail(occlInvalidUsage, "%s: the communicator was revoked", occl_coll_name(c->coll));
     else if (c->comm->finalized)
         res = occl_fail(occlInvalidUsage, "%s: the communicator is finalized", occl_coll_name(c->coll));
     else if ((unsigned)c->type >= occlNumTypes)

@@ -165,6 +165,13 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
 #define OCCL_SHRINK_ABORT 0x01
 occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags);
+/* Stops the communicator's running and queued calls (their streams report
+ * an error) and refuses new ones; comm's state (occlCommGetAsyncError) is
+ * occlInProgress until they have stopped, then occlSuccess: destroy or
+ * shrink it then. A blocking communicator returns when they have; a
+ * non-blocking one returns occlInProgress. Not finalize after it. */
+#define OCCL_REVOKE_DEFAULT 0x00
+occlResult_t occlCommRevoke(occlComm_t comm, int revokeFlags);
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 occlResult_t occlCommAbort(occlComm_t comm);

@@ -193,6 +193,12 @@ struct occlComm {
     or_job_view job;
     _Atomic int async_error; /* an occlResult_t */
     bool finalized;
+    /* occlCommRevoke: no more calls; the thread that waits for the calls
+     * it stopped when the communicator is non-blocking (joined at free). */
+    _Atomic bool revoked;
+    _Atomic int tasks_live; /* launched on a stream and not yet ended (enqueue.c) */
+    bool revoke_thread_started;
+    pthread_t revoke_thread;
     pthread_mutex_t lock; /* serializes tasks of this communicator */
     /* The communicator's thread and its queue of tasks (enqueue.c). */
     pthread_t runner;

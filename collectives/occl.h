@@ -264,6 +264,32 @@ typedef struct occlSimInfo_v22200 {
  * to the end of its last call on its last rank, in us. Talks to no peer. */
 occlResult_t occlGroupSimulateEnd(occlSimInfo_t *simInfo);
 
+/* NCCL 2.31's parameter API over OCCL's environment settings (OCCL_*,
+ * docs/occl.md "Environment"): a key's value is the environment's text when
+ * set, else its default. Typed reads need the key's type (OCCL_TIMEOUT_MS:
+ * int64; OCCL_CHECK_CALLS: int32; OCCL_LL_MAX_BYTES, OCCL_CALLER_WAIT_US:
+ * uint64; the rest strings); an unknown key, another type or a value that
+ * is not of the type is occlInvalidArgument. Returned strings stay valid
+ * until the same function's next call on the thread. */
+typedef struct occlParamHandle *occlParamHandle_t;
+occlResult_t occlParamBind(occlParamHandle_t *out, const char *key);
+occlResult_t occlParamGetI8(occlParamHandle_t h, int8_t *out);
+occlResult_t occlParamGetI16(occlParamHandle_t h, int16_t *out);
+occlResult_t occlParamGetI32(occlParamHandle_t h, int32_t *out);
+occlResult_t occlParamGetI64(occlParamHandle_t h, int64_t *out);
+occlResult_t occlParamGetU8(occlParamHandle_t h, uint8_t *out);
+occlResult_t occlParamGetU16(occlParamHandle_t h, uint16_t *out);
+occlResult_t occlParamGetU32(occlParamHandle_t h, uint32_t *out);
+occlResult_t occlParamGetU64(occlParamHandle_t h, uint64_t *out);
+occlResult_t occlParamGetStr(occlParamHandle_t h, const char **out);
+/* The value's bytes (an integer's, or the string with its NUL) into out;
+ * *len is their size, also when maxLen is too small (occlInvalidArgument). */
+occlResult_t occlParamGet(occlParamHandle_t h, void *out, int maxLen, int *len);
+occlResult_t occlParamGetParameter(const char *key, const char **value, int *valueLen);
+occlResult_t occlParamGetAllParameterKeys(const char ***table, int *tableLen);
+/* Every key, its type, value and default, on stdout. */
+void occlParamDumpAll(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

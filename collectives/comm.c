@@ -1150,8 +1150,7 @@ occlResult_t occlCommAbort(occlComm_t comm)
  * meanwhile, is occlSuccess again (a failure from before the revoke stays). */
 static void revoke_settle(occlComm_t comm)
 {
-    for (unsigned waits = 0; atomic_load(&comm->tasks_live) > 0; waits++)
-        usleep(waits < 10 ? 100 : 2000);
+    occl_comm_quiesce(comm);
     pthread_mutex_lock(&comm->lock);
     occl_scratch_release(comm);
     int busy = occlInProgress;
@@ -1323,6 +1322,8 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     if (atomic_load(&comm->revoked))
         return occl_fail(occlInvalidUsage, "the communicator was revoked: shrink it (excluding no "
                                            "rank) instead of splitting it");
+    if (atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "the communicator is suspended: occlCommResume first");
     /* The child's configuration: the one given, else the parent's (NCCL's rule). */
     occl_comm_config child_config = comm->config;
     if (config) {

@@ -524,6 +524,9 @@ static occlResult_t enqueue(occl_call *c)
                         occl_coll_name(c->coll));
     else if (atomic_load(&c->comm->revoked))
         res = occl_fail(occlInvalidUsage, "%s: the communicator was revoked", occl_coll_name(c->coll));
+    else if (atomic_load(&c->comm->suspended))
+        res = occl_fail(occlInvalidUsage, "%s: the communicator is suspended (occlCommResume first)",
+                        occl_coll_name(c->coll));
     else if (c->comm->finalized)
         res = occl_fail(occlInvalidUsage, "%s: the communicator is finalized", occl_coll_name(c->coll));
     else if ((unsigned)c->type >= occlNumTypes)

@@ -191,11 +191,18 @@ occlResult_t occlMemFree(void *ptr);
 occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle);
 occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
 
+/* Suspend: the communicator's calls end, its scratch (the device memory
+ * its calls grow on demand) is freed, and new calls are refused until
+ * occlCommResume. flags 0 suspends nothing (as NCCL). */
+#define OCCL_SUSPEND_MEM 0x01
+occlResult_t occlCommSuspend(occlComm_t comm, int flags);
+occlResult_t occlCommResume(occlComm_t comm);
+
 /* Device memory a communicator holds (its control block and scratch). */
 typedef enum {
-    occlStatGpuMemSuspend = 0,   /* that could be suspended: always 0 */
-    occlStatGpuMemSuspended = 1, /* whether it is suspended: always 0 */
-    occlStatGpuMemPersist = 2,   /* that cannot be suspended: all of it */
+    occlStatGpuMemSuspend = 0,   /* that a suspend frees: the scratch */
+    occlStatGpuMemSuspended = 1, /* 1 while suspended */
+    occlStatGpuMemPersist = 2,   /* that stays: the control block */
     occlStatGpuMemTotal = 3
 } occlCommMemStat_t;
 occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value);

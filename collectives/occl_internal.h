@@ -197,6 +197,7 @@ struct occlComm {
      * it stopped when the communicator is non-blocking (joined at free). */
     _Atomic bool revoked;
     _Atomic int tasks_live; /* launched on a stream and not yet ended (enqueue.c) */
+    _Atomic bool suspended; /* occlCommSuspend(OCCL_SUSPEND_MEM): scratch freed, calls refused */
     bool revoke_thread_started;
     pthread_t revoke_thread;
     pthread_mutex_t lock; /* serializes tasks of this communicator */
@@ -536,6 +537,8 @@ uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_prot
  * their clocks and to end with it). */
 occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks);
 const char *occl_algo_name(occl_algo a);
+/* Waits until no call of comm is queued or running (register.c). */
+void occl_comm_quiesce(occlComm_t comm);
 /* Frees the registrations left on comm (register.c). */
 void occl_regs_release(occlComm_t comm);
 /* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */

@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "occl_internal.h"
 
@@ -110,8 +111,53 @@ void occl_regs_release(occlComm_t comm)
     }
 }
 
-/* The device memory OCCL holds for comm: its control block and its scratch.
- * Nothing of it can be suspended (OCCL has no occlCommSuspend). */
+void occl_comm_quiesce(occlComm_t comm)
+{
+    /* Counted, not by synchronizing the device: that would take the
+     * streams' errors from the program. */
+    for (unsigned waits = 0; atomic_load(&comm->tasks_live) > 0; waits++)
+        usleep(waits < 10 ? 100 : 2000);
+}
+
+/* OCCL's dynamic device memory is its scratch (grown by the calls that need
+ * it); the control block, which the peers map, persists. */
+occlResult_t occlCommSuspend(occlComm_t comm, int flags)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommSuspend: comm is not a live communicator");
+    if (flags & ~OCCL_SUSPEND_MEM)
+        return occl_fail(occlInvalidArgument, "occlCommSuspend: unknown flags 0x%x (only "
+                                              "OCCL_SUSPEND_MEM is defined)", (unsigned)flags);
+    if (atomic_load(&comm->revoked) || comm->finalized)
+        return occl_fail(occlInvalidUsage, "occlCommSuspend: the communicator is finalized or revoked");
+    if (!(flags & OCCL_SUSPEND_MEM))
+        return occlSuccess; /* NCCL's: nothing asked, nothing suspended */
+    if (atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "occlCommSuspend: the communicator is suspended already");
+    atomic_store(&comm->suspended, true); /* new calls are refused from here */
+    occl_comm_quiesce(comm);               /* the queued ones end first */
+    pthread_mutex_lock(&comm->lock);
+    occl_scratch_release(comm);
+    pthread_mutex_unlock(&comm->lock);
+    OCCL_INFO("comm %016llx rank %d: suspended (scratch released)", (unsigned long long)comm->id,
+              comm->rank);
+    return occlSuccess;
+}
+
+occlResult_t occlCommResume(occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommResume: comm is not a live communicator");
+    if (!atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "occlCommResume: the communicator is not suspended");
+    /* Scratch comes back as the calls need it, as after the communicator's creation. */
+    atomic_store(&comm->suspended, false);
+    OCCL_INFO("comm %016llx rank %d: resumed", (unsigned long long)comm->id, comm->rank);
+    return occlSuccess;
+}
+
+/* The device memory OCCL holds for comm: its control block (persistent) and
+ * its scratch (released by occlCommSuspend). */
 occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value)
 {
     if (!occl_comm_valid(comm) || !value)
@@ -121,10 +167,15 @@ occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t 
         return occl_fail(occlInvalidArgument, "occlCommMemStats: unknown statistic %d", (int)stat);
     /* Scratch changes size only in a running call, which holds the lock. */
     pthread_mutex_lock(&comm->lock);
-    uint64_t held = comm->ctrl_bytes;
+    uint64_t scratch = 0;
     for (int i = 0; i < OCCL_SCRATCH_SLOTS; i++)
-        held += comm->scratch_bytes[i];
+        scratch += comm->scratch_bytes[i];
     pthread_mutex_unlock(&comm->lock);
-    *value = stat == occlStatGpuMemSuspend || stat == occlStatGpuMemSuspended ? 0 : held;
+    switch (stat) {
+    case occlStatGpuMemSuspend: *value = scratch; break;
+    case occlStatGpuMemSuspended: *value = atomic_load(&comm->suspended); break;
+    case occlStatGpuMemPersist: *value = comm->ctrl_bytes; break;
+    default: *value = comm->ctrl_bytes + scratch; break;
+    }
     return occlSuccess;
 }

@@ -170,6 +170,40 @@ Test(occl_register, mem_stats)
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &during));
     cr_assert_gt(during, total, "scratch counted (%llu, before %llu)", (unsigned long long)during,
                  (unsigned long long)total);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspend, &suspend));
+    cr_assert_eq(suspend, during - persist, "the scratch is what a suspend frees");
+
+    /* Suspend: the scratch goes, calls are refused until resume. */
+    EXPECT(occlCommSuspend(comms[0], 0x4), occlInvalidArgument, "unknown flags 0x4");
+    EXPECT(occlCommSuspend(NULL, OCCL_SUSPEND_MEM), occlInvalidArgument, "not a live communicator");
+    EXPECT(occlCommResume(comms[0]), occlInvalidUsage, "not suspended");
+    CHECK_OCCL(occlCommSuspend(comms[0], 0)); /* nothing asked: nothing suspended */
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_eq(suspended, 0);
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommSuspend(comms[d], OCCL_SUSPEND_MEM));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_eq(suspended, 1);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
+    cr_assert_eq(after, total, "scratch freed by the suspend");
+    EXPECT(occlCommSuspend(comms[0], OCCL_SUSPEND_MEM), occlInvalidUsage, "suspended already");
+    cr_assert_eq(orSetDevice(0), orSuccess);
+    EXPECT(occlReduceScatter(send[0], recv[0], count, occlFloat32, occlSum, comms[0], s[0]),
+           occlInvalidUsage, "suspended");
+    occlComm_t child = NULL;
+    EXPECT(occlCommSplit(comms[0], 0, 0, &child, NULL), occlInvalidUsage, "suspended");
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommResume(comms[d]));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_eq(suspended, 0);
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(send[d], recv[d], count, occlFloat32, occlSum, comms[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
+    cr_assert_eq(after, during, "resumed: the scratch is taken again");
     for (int d = 0; d < 2; d++)
         CHECK_OCCL(occlCommFinalize(comms[d]));
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));

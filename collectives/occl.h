@@ -191,6 +191,18 @@ occlResult_t occlMemFree(void *ptr);
 occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle);
 occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
 
+/* Symmetric memory windows (NCCL 2.27+): recorded and checked as
+ * registrations are; no data path depends on them (docs/occl.md). */
+typedef struct occlWindow *occlWindow_t;
+#define OCCL_WIN_DEFAULT 0x00
+#define OCCL_WIN_COLL_SYMMETRIC 0x01
+#define OCCL_WIN_STRICT_ORDERING 0x02
+#define OCCL_WIN_REQUIRED_ALIGNMENT 4096
+occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, occlWindow_t *win,
+                                    int winFlags);
+occlResult_t occlCommWindowDeregister(occlComm_t comm, occlWindow_t win);
+occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUserPtr);
+
 /* Suspend: the communicator's calls end, its scratch (the device memory
  * its calls grow on demand) is freed, and new calls are refused until
  * occlCommResume. flags 0 suspends nothing (as NCCL). */

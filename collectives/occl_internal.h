@@ -254,6 +254,7 @@ struct occlComm {
     occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
+    struct occlWindow *wins; /* occlCommWindowRegister's windows (register.c) */
     /* occlCommShrink's children so far, per remaining set: only the
      * remaining ranks call it, so the split counter may differ between them
      * and an excluded rank; a count per set is the same on all callers. */

@@ -4,7 +4,8 @@
  * device memory directly whether or not it is registered, so registration
  * changes no data path: it is recorded per communicator and checked (the
  * range must be device memory of the communicator's device), as NCCL
- * checks it, so code written for NCCL's registration runs unchanged.
+ * checks it, so code written for NCCL's registration runs unchanged. The
+ * same holds for symmetric memory windows (occlCommWindowRegister).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -98,16 +99,112 @@ occlResult_t occlCommDeregister(const occlComm_t comm, void *handle)
     return occlSuccess;
 }
 
+/* ---- symmetric memory windows (NCCL 2.27+) ------------------------------------- */
+
+struct occlWindow {
+    struct occlWindow *next;
+    occlComm_t comm;
+    void *user;
+    size_t bytes;
+    int flags;
+};
+
+occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, occlWindow_t *win,
+                                    int winFlags)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: comm is not a live communicator");
+    if (!win)
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: win is NULL");
+    *win = NULL;
+    if (!buff || size == 0)
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: buff is NULL or size is 0");
+    if (winFlags & ~(OCCL_WIN_COLL_SYMMETRIC | OCCL_WIN_STRICT_ORDERING))
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: unknown flags 0x%x",
+                         (unsigned)winFlags);
+    or_mem_ref ref;
+    if (or_mem_export(buff, size, &ref) != orSuccess)
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: [%p, +%zu) is not within one "
+                                              "device allocation of this process", buff, size);
+    if (ref.device != comm->device)
+        return occl_fail(occlInvalidUsage, "occlCommWindowRegister: the buffer is memory of device %d, "
+                                           "the communicator's is device %d", ref.device, comm->device);
+    struct occlWindow *w = calloc(1, sizeof *w);
+    if (!w)
+        return occl_fail(occlSystemError, "occlCommWindowRegister: out of memory");
+    *w = (struct occlWindow){NULL, comm, buff, size, winFlags};
+    pthread_mutex_lock(&reg_lock);
+    w->next = comm->wins;
+    comm->wins = w;
+    pthread_mutex_unlock(&reg_lock);
+    *win = w;
+    OCCL_INFO("comm %016llx rank %d: window [%p, +%zu) flags 0x%x", (unsigned long long)comm->id,
+              comm->rank, buff, size, (unsigned)winFlags);
+    return occlSuccess;
+}
+
+/* The window if it is one of comm's (looked up, never dereferenced first). */
+static struct occlWindow **window_slot(occlComm_t comm, occlWindow_t win)
+{
+    struct occlWindow **pp = &comm->wins;
+    while (*pp && *pp != win)
+        pp = &(*pp)->next;
+    return *pp ? pp : NULL;
+}
+
+occlResult_t occlCommWindowDeregister(occlComm_t comm, occlWindow_t win)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommWindowDeregister: comm is not a live "
+                                              "communicator");
+    if (!win)
+        return occlSuccess; /* NCCL's: nothing was registered */
+    pthread_mutex_lock(&reg_lock);
+    struct occlWindow **pp = window_slot(comm, win), *w = pp ? *pp : NULL;
+    if (pp)
+        *pp = w->next;
+    pthread_mutex_unlock(&reg_lock);
+    if (!w)
+        return occl_fail(occlInvalidUsage, "occlCommWindowDeregister: %p is not a window of this "
+                                           "communicator (or was deregistered already)", (void *)win);
+    free(w);
+    return occlSuccess;
+}
+
+occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUserPtr)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlWinGetUserPtr: comm is not a live communicator");
+    if (!outUserPtr || !win)
+        return occl_fail(occlInvalidArgument, "occlWinGetUserPtr: win or outUserPtr is NULL");
+    pthread_mutex_lock(&reg_lock);
+    struct occlWindow **pp = window_slot(comm, win);
+    void *user = pp ? (*pp)->user : NULL;
+    pthread_mutex_unlock(&reg_lock);
+    if (!pp)
+        return occl_fail(occlInvalidUsage, "occlWinGetUserPtr: %p is not a window of this "
+                                           "communicator", (void *)win);
+    *outUserPtr = user;
+    return occlSuccess;
+}
+
 void occl_regs_release(occlComm_t comm)
 {
     pthread_mutex_lock(&reg_lock);
     struct occl_reg *r = comm->regs;
+    struct occlWindow *w = comm->wins;
     comm->regs = NULL;
+    comm->wins = NULL;
     pthread_mutex_unlock(&reg_lock);
     while (r) {
         struct occl_reg *next = r->next;
         free(r);
         r = next;
+    }
+    while (w) {
+        struct occlWindow *next = w->next;
+        free(w);
+        w = next;
     }
 }
 

@@ -40,6 +40,7 @@ typedef struct registration {
     int32_t nranks, rank, world_rank, node, device;
     or_mem_ref ctrl_ref;
     uint8_t slots_used[OCCL_TAG_SLOTS + 1]; /* tag slots this process has in use */
+    uint64_t mem_bps; /* the device's memory bandwidth (occlGroupSimulateEnd's model) */
 } registration;
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -517,7 +518,8 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     memset(c->ctrl, 0, c->ctrl_bytes); /* strict mode aside, device memory is host memory */
     c->ctrl->magic = OCCL_COMM_MAGIC;
     occl_ll_init(c->ctrl, c->nranks);
-    pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}};
+    pi->reg = (registration){c->id, c->nranks, c->rank, job->rank, job->node, pi->device, {0}, {0}, 0};
+    or_device_memory_bps(pi->device, &pi->reg.mem_bps);
     if (or_mem_export(c->ctrl, c->ctrl_bytes, &pi->reg.ctrl_ref) != orSuccess)
         return occl_fail(occlInternalError, "control block not exportable");
     pthread_mutex_lock(&slots_lock);
@@ -531,10 +533,13 @@ static void comm_free(occlComm_t c)
     if (!c)
         return;
     live_remove(c);
+    if (c->revoke_thread_started)
+        pthread_join(c->revoke_thread, NULL);
     occl_runner_stop(c);
     occl_plugins_comm_fini(c);
     occl_notice_release(c);
-    if (c->magic == OCCL_COMM_MAGIC && c->network && atomic_load(&c->async_error) != occlSuccess)
+    if (c->magic == OCCL_COMM_MAGIC && c->network &&
+        (atomic_load(&c->async_error) != occlSuccess || atomic_load(&c->revoked)))
         occl_xfer_drain(c);
     occl_scratch_release(c);
     occl_regs_release(c);
@@ -576,6 +581,7 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
         p->device = table[r].device;
         p->node = table[r].node;
         p->ctrl_ref = table[r].ctrl_ref;
+        p->mem_bps = table[r].mem_bps;
         p->ctrl = p->node == c->job.node ? or_mem_import(&p->ctrl_ref) : NULL;
         if (p->node == c->job.node && !p->ctrl)
             return occl_fail(occlInternalError, "cannot map rank %d's control block", r);
@@ -1067,6 +1073,8 @@ occlResult_t occlCommFinalize(occlComm_t comm)
 {
     if (!occl_comm_valid(comm))
         return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    if (atomic_load(&comm->revoked))
+        return occl_fail(occlInvalidUsage, "the communicator was revoked: destroy it (or shrink it)");
     /* Wait for the communicator's queued work: it is on its device. */
     int prev;
     orGetDevice(&prev);
@@ -1132,6 +1140,58 @@ occlResult_t occlCommAbort(occlComm_t comm)
     pthread_mutex_unlock(&comm->lock);
     comm_free(comm);
     return occlSuccess;
+}
+
+/* ---- revoke -------------------------------------------------------------------- */
+
+/* The stopped calls' end: each has failed its stream and ended (waited for
+ * by count, not by synchronizing the device, which would take the streams'
+ * errors from the program). Then the communicator's state, occlInProgress
+ * meanwhile, is occlSuccess again (a failure from before the revoke stays). */
+static void revoke_settle(occlComm_t comm)
+{
+    occl_comm_quiesce(comm);
+    pthread_mutex_lock(&comm->lock);
+    occl_scratch_release(comm);
+    int busy = occlInProgress;
+    atomic_compare_exchange_strong(&comm->async_error, &busy, (int)occlSuccess);
+    pthread_mutex_unlock(&comm->lock);
+}
+
+static void *revoke_main(void *arg)
+{
+    revoke_settle(arg);
+    return NULL;
+}
+
+occlResult_t occlCommRevoke(occlComm_t comm, int revokeFlags)
+{
+    if (!comm) /* NCCL's: nothing to revoke */
+        return occlSuccess;
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    if (revokeFlags != OCCL_REVOKE_DEFAULT)
+        return occl_fail(occlInvalidArgument, "revokeFlags %d: only OCCL_REVOKE_DEFAULT (0) is defined",
+                         revokeFlags);
+    if (atomic_load(&comm->revoked))
+        return occl_fail(occlInvalidArgument, "the communicator is revoked already");
+    if (comm->finalized)
+        return occl_fail(occlInvalidArgument, "the communicator is finalized");
+    /* Running calls see the state at their next wait and stop; queued ones
+     * are skipped (task_exec); new ones are refused (enqueue). */
+    atomic_store(&comm->revoked, true);
+    int none = occlSuccess;
+    atomic_compare_exchange_strong(&comm->async_error, &none, (int)occlInProgress);
+    comm->finalized = true; /* its scratch goes at the settle; destroy needs no finalize */
+    OCCL_INFO("rank %d: communicator revoked", comm->rank);
+    if (!comm->config.cfg.blocking) {
+        if (pthread_create(&comm->revoke_thread, NULL, revoke_main, comm) == 0) {
+            comm->revoke_thread_started = true;
+            return occlInProgress;
+        }
+    }
+    revoke_settle(comm);
+    return (occlResult_t)atomic_load(&comm->async_error);
 }
 
 occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError)
@@ -1257,6 +1317,13 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
         return occl_fail(occlInvalidArgument, "comm is not a live communicator, or newcomm is NULL");
     if (color < 0 && color != OCCL_SPLIT_NOCOLOR)
         return occl_fail(occlInvalidArgument, "color %d is negative (OCCL_SPLIT_NOCOLOR aside)", color);
+    /* A split gathers the colors over the parent, whose transfers the
+     * revoke may have cut halfway; a shrink exchanges nothing over it. */
+    if (atomic_load(&comm->revoked))
+        return occl_fail(occlInvalidUsage, "the communicator was revoked: shrink it (excluding no "
+                                           "rank) instead of splitting it");
+    if (atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "the communicator is suspended: occlCommResume first");
     /* The child's configuration: the one given, else the parent's (NCCL's rule). */
     occl_comm_config child_config = comm->config;
     if (config) {

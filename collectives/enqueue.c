@@ -4,6 +4,7 @@
  * own thread runs (or keep it for occlGroupEnd). One enqueue path for every
  * collective.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,8 @@ static orError_t stream_error_of(occlResult_t res)
 static occlResult_t task_exec(occl_task *t, uint64_t *clock)
 {
     occlComm_t comm = t->calls[0].comm;
+    if (atomic_load(&comm->revoked))
+        return occl_fail(occlInvalidUsage, "the communicator was revoked; call stopped");
     if (t->ll.begun) /* begun on the calling thread: the rest is left */
         return occl_ll_run(&t->calls[0], &t->ll);
     occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
@@ -112,8 +115,9 @@ static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
         occl_comm_set_error(comm, res);
         or_stream_fail(t->calls[0].stream, stream_error_of(res));
         OCCL_WARN("rank %d: %s failed: %s", comm->rank, occl_coll_name(t->calls[0].coll),
-                  comm->last_error);
+                  atomic_load(&comm->revoked) ? occlGetLastError(NULL) : comm->last_error);
     }
+    atomic_fetch_sub(&comm->tasks_live, 1);
     pthread_mutex_unlock(&comm->lock);
     or_handed_task op = t->op;
     free(t);
@@ -279,10 +283,12 @@ static occlResult_t launch(occl_call *calls, int n)
     orSetDevice(calls[0].stream_device);
     launching = t;
     launched_here = false;
+    atomic_fetch_add(&calls[0].comm->tasks_live, 1);
     orError_t err = or_launch_handed_task_held(calls[0].stream, task_hand, t, &t->entry_ns);
     launching = NULL;
     orSetDevice(prev);
     if (err != orSuccess) {
+        atomic_fetch_sub(&calls[0].comm->tasks_live, 1);
         free(t);
         return occl_fail(occlUnhandledDeviceError, "cannot enqueue on the stream");
     }
@@ -298,17 +304,13 @@ occlResult_t occlGroupStart(void)
     return occlSuccess;
 }
 
-occlResult_t occlGroupEnd(void)
+/* Check every call before launching any, so a bad group starts nothing:
+ * the calls of one communicator must share one stream. */
+static occlResult_t group_check(void)
 {
-    if (grp.depth == 0)
-        return occl_fail(occlInvalidUsage, "occlGroupEnd without occlGroupStart");
-    if (--grp.depth > 0)
-        return occlSuccess;
     occlResult_t res = grp.error;
     if (res != occlSuccess) /* a call of the group failed: none of it runs */
         occl_fail(res, "a call of the group failed: %s", grp.reason);
-    /* Check every call before launching any, so a bad group starts nothing:
-     * the calls of one communicator must share one stream. */
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++)
         for (int j = i + 1; j < grp.ncalls && res == occlSuccess; j++)
             if (grp.calls[j].comm == grp.calls[i].comm &&
@@ -316,37 +318,138 @@ occlResult_t occlGroupEnd(void)
                  grp.calls[j].stream_device != grp.calls[i].stream_device))
                 res = occl_fail(occlInvalidUsage, "calls of one communicator in a group must use "
                                                   "one stream");
+    return res;
+}
+
+/* The calls of grp.calls[i]'s communicator, in order, into mine[]; taken
+ * out of grp.calls (their comm set to NULL). */
+static int group_take(int i, occl_call *mine)
+{
+    occlComm_t comm = grp.calls[i].comm;
+    int n = 0;
+    for (int j = i; j < grp.ncalls; j++)
+        if (grp.calls[j].comm == comm) {
+            mine[n++] = grp.calls[j];
+            grp.calls[j].comm = NULL;
+        }
+    return n;
+}
+
+static void group_reset(void)
+{
+    free(grp.inits);
+    free(grp.calls);
+    memset(&grp, 0, sizeof grp);
+}
+
+/* The group's virtual time, in ns: each communicator's calls charged by the
+ * model (occl_vsimulate) from every rank's clock at 0; communicators on one
+ * stream one after the other, on different streams side by side. */
+static occlResult_t group_simulate(uint64_t *total)
+{
+    occlResult_t res = occlSuccess;
+    occl_call *mine = malloc((size_t)(grp.ncalls ? grp.ncalls : 1) * sizeof *mine);
+    struct sim_stream {
+        orStream_t stream;
+        int device;
+        uint64_t end;
+    } *streams = calloc((size_t)(grp.ncalls ? grp.ncalls : 1), sizeof *streams);
+    int nstreams = 0;
+    *total = 0;
+    if (!mine || !streams)
+        res = occl_fail(occlSystemError, "out of memory");
+    for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
+        if (!grp.calls[i].comm)
+            continue;
+        int n = group_take(i, mine);
+        int s = 0;
+        while (s < nstreams &&
+               (streams[s].stream != mine[0].stream || streams[s].device != mine[0].stream_device))
+            s++;
+        if (s == nstreams)
+            streams[nstreams++] = (struct sim_stream){mine[0].stream, mine[0].stream_device, 0};
+        uint64_t *clocks = calloc((size_t)mine[0].comm->nranks, sizeof *clocks);
+        if (!clocks) {
+            res = occl_fail(occlSystemError, "out of memory");
+            break;
+        }
+        res = occl_vsimulate(mine, n, clocks);
+        uint64_t last = 0;
+        for (int r = 0; r < mine[0].comm->nranks; r++)
+            last = clocks[r] > last ? clocks[r] : last;
+        free(clocks);
+        streams[s].end += last;
+        if (streams[s].end > *total)
+            *total = streams[s].end;
+    }
+    free(mine);
+    free(streams);
+    return res;
+}
+
+static occlResult_t group_end(bool simulate, occlSimInfo_t *sim)
+{
+    if (grp.depth == 0)
+        return occl_fail(occlInvalidUsage, "%s without occlGroupStart",
+                         simulate ? "occlGroupSimulateEnd" : "occlGroupEnd");
+    if (--grp.depth > 0)
+        return occlSuccess;
+    occlResult_t res = group_check();
+    /* NCCL's check: the size field says how much of the struct to read and
+     * write (an older or newer header's), the magic that it was initialized. */
+    occlSimInfo_t info = OCCL_SIM_INFO_INITIALIZER;
+    size_t size = 0;
+    if (res == occlSuccess && simulate) {
+        if (!sim) {
+            res = occl_fail(occlInvalidArgument, "occlGroupSimulateEnd: simInfo is NULL");
+        } else {
+            memcpy(&size, &sim->size, sizeof size);
+            if (size > sizeof info)
+                size = sizeof info;
+            info.magic = 0;
+            memcpy(&info, sim, size);
+            if (size < offsetof(occlSimInfo_t, estimatedTime) + sizeof info.estimatedTime ||
+                info.magic != OCCL_SIM_INFO_MAGIC)
+                res = occl_fail(occlInvalidArgument, "occlGroupSimulateEnd: simInfo not "
+                                                     "initialized with OCCL_SIM_INFO_INITIALIZER");
+        }
+    }
     if (res == occlSuccess && grp.ninits)
         res = occl_group_run_inits(grp.inits, grp.ninits);
+    if (simulate) {
+        uint64_t ns = 0;
+        if (res == occlSuccess)
+            res = group_simulate(&ns);
+        if (res == occlSuccess) {
+            info.estimatedTime = (float)((double)ns / 1e3);
+            memcpy(sim, &info, size);
+        }
+        group_reset();
+        return res;
+    }
     /* One task per communicator, on the stream of its first call. */
     for (int i = 1; i < grp.ncalls; i++)
         launching_many |= grp.calls[i].comm != grp.calls[0].comm;
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
-        occl_call *c = &grp.calls[i];
-        if (!c->comm)
+        if (!grp.calls[i].comm)
             continue; /* taken into an earlier task */
-        int n = 0;
         occl_call *mine = malloc((size_t)grp.ncalls * sizeof *mine);
         if (!mine) {
             res = occl_fail(occlSystemError, "out of memory");
             break;
         }
-        for (int j = i; j < grp.ncalls; j++)
-            if (grp.calls[j].comm == c->comm) {
-                mine[n++] = grp.calls[j];
-                if (j != i)
-                    grp.calls[j].comm = NULL;
-            }
-        c->comm = NULL;
+        int n = group_take(i, mine);
         res = launch(mine, n);
         free(mine);
     }
     launching_many = false;
-    free(grp.inits);
-    free(grp.calls);
-    memset(&grp, 0, sizeof grp);
+    group_reset();
     return res;
 }
+
+occlResult_t occlGroupEnd(void) { return group_end(false, NULL); }
+
+occlResult_t occlGroupSimulateEnd(occlSimInfo_t *simInfo) { return group_end(true, simInfo); }
 
 /* ---- argument checks -------------------------------------------------------- */
 
@@ -418,6 +521,11 @@ static occlResult_t enqueue(occl_call *c)
     occlResult_t res = occlSuccess;
     if (!occl_comm_valid(c->comm))
         res = occl_fail(occlInvalidArgument, "%s: comm is not a live communicator",
+                        occl_coll_name(c->coll));
+    else if (atomic_load(&c->comm->revoked))
+        res = occl_fail(occlInvalidUsage, "%s: the communicator was revoked", occl_coll_name(c->coll));
+    else if (atomic_load(&c->comm->suspended))
+        res = occl_fail(occlInvalidUsage, "%s: the communicator is suspended (occlCommResume first)",
                         occl_coll_name(c->coll));
     else if (c->comm->finalized)
         res = occl_fail(occlInvalidUsage, "%s: the communicator is finalized", occl_coll_name(c->coll));

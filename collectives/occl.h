@@ -165,6 +165,13 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
 #define OCCL_SHRINK_ABORT 0x01
 occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags);
+/* Stops the communicator's running and queued calls (their streams report
+ * an error) and refuses new ones; comm's state (occlCommGetAsyncError) is
+ * occlInProgress until they have stopped, then occlSuccess: destroy or
+ * shrink it then. A blocking communicator returns when they have; a
+ * non-blocking one returns occlInProgress. Not finalize after it. */
+#define OCCL_REVOKE_DEFAULT 0x00
+occlResult_t occlCommRevoke(occlComm_t comm, int revokeFlags);
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 occlResult_t occlCommAbort(occlComm_t comm);
@@ -184,11 +191,30 @@ occlResult_t occlMemFree(void *ptr);
 occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, void **handle);
 occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
 
+/* Symmetric memory windows (NCCL 2.27+): recorded and checked as
+ * registrations are; no data path depends on them (docs/occl.md). */
+typedef struct occlWindow *occlWindow_t;
+#define OCCL_WIN_DEFAULT 0x00
+#define OCCL_WIN_COLL_SYMMETRIC 0x01
+#define OCCL_WIN_STRICT_ORDERING 0x02
+#define OCCL_WIN_REQUIRED_ALIGNMENT 4096
+occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, occlWindow_t *win,
+                                    int winFlags);
+occlResult_t occlCommWindowDeregister(occlComm_t comm, occlWindow_t win);
+occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUserPtr);
+
+/* Suspend: the communicator's calls end, its scratch (the device memory
+ * its calls grow on demand) is freed, and new calls are refused until
+ * occlCommResume. flags 0 suspends nothing (as NCCL). */
+#define OCCL_SUSPEND_MEM 0x01
+occlResult_t occlCommSuspend(occlComm_t comm, int flags);
+occlResult_t occlCommResume(occlComm_t comm);
+
 /* Device memory a communicator holds (its control block and scratch). */
 typedef enum {
-    occlStatGpuMemSuspend = 0,   /* that could be suspended: always 0 */
-    occlStatGpuMemSuspended = 1, /* whether it is suspended: always 0 */
-    occlStatGpuMemPersist = 2,   /* that cannot be suspended: all of it */
+    occlStatGpuMemSuspend = 0,   /* that a suspend frees: the scratch */
+    occlStatGpuMemSuspended = 1, /* 1 while suspended */
+    occlStatGpuMemPersist = 2,   /* that stays: the control block */
     occlStatGpuMemTotal = 3
 } occlCommMemStat_t;
 occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value);
@@ -238,6 +264,50 @@ occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t data
  * thread can drive several devices and matching sends and receives. */
 occlResult_t occlGroupStart(void);
 occlResult_t occlGroupEnd(void);
+
+/* occlGroupSimulateEnd: what the group would take, as NCCL's
+ * ncclSimInfo_t (same layout). Assign OCCL_SIM_INFO_INITIALIZER first. */
+#define OCCL_UNDEF_FLOAT (-1.0f)
+#define OCCL_SIM_INFO_MAGIC 0x74685283
+typedef struct occlSimInfo_v22200 {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    float estimatedTime; /* microseconds */
+} occlSimInfo_t;
+#define OCCL_SIM_INFO_INITIALIZER                                                                 \
+    { sizeof(occlSimInfo_t), OCCL_SIM_INFO_MAGIC, OCCL_VERSION_CODE, OCCL_UNDEF_FLOAT }
+/* Ends the group like occlGroupEnd but runs none of its calls: simInfo's
+ * estimatedTime becomes the virtual time (OPENREG_TIME=virtual's model, on
+ * the declared topology, whatever OPENREG_TIME says) from the group's start
+ * to the end of its last call on its last rank, in us. Talks to no peer. */
+occlResult_t occlGroupSimulateEnd(occlSimInfo_t *simInfo);
+
+/* NCCL 2.31's parameter API over OCCL's environment settings (OCCL_*,
+ * docs/occl.md "Environment"): a key's value is the environment's text when
+ * set, else its default. Typed reads need the key's type (OCCL_TIMEOUT_MS:
+ * int64; OCCL_CHECK_CALLS: int32; OCCL_LL_MAX_BYTES, OCCL_CALLER_WAIT_US:
+ * uint64; the rest strings); an unknown key, another type or a value that
+ * is not of the type is occlInvalidArgument. Returned strings stay valid
+ * until the same function's next call on the thread. */
+typedef struct occlParamHandle *occlParamHandle_t;
+occlResult_t occlParamBind(occlParamHandle_t *out, const char *key);
+occlResult_t occlParamGetI8(occlParamHandle_t h, int8_t *out);
+occlResult_t occlParamGetI16(occlParamHandle_t h, int16_t *out);
+occlResult_t occlParamGetI32(occlParamHandle_t h, int32_t *out);
+occlResult_t occlParamGetI64(occlParamHandle_t h, int64_t *out);
+occlResult_t occlParamGetU8(occlParamHandle_t h, uint8_t *out);
+occlResult_t occlParamGetU16(occlParamHandle_t h, uint16_t *out);
+occlResult_t occlParamGetU32(occlParamHandle_t h, uint32_t *out);
+occlResult_t occlParamGetU64(occlParamHandle_t h, uint64_t *out);
+occlResult_t occlParamGetStr(occlParamHandle_t h, const char **out);
+/* The value's bytes (an integer's, or the string with its NUL) into out;
+ * *len is their size, also when maxLen is too small (occlInvalidArgument). */
+occlResult_t occlParamGet(occlParamHandle_t h, void *out, int maxLen, int *len);
+occlResult_t occlParamGetParameter(const char *key, const char **value, int *valueLen);
+occlResult_t occlParamGetAllParameterKeys(const char ***table, int *tableLen);
+/* Every key, its type, value and default, on stdout. */
+void occlParamDumpAll(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -168,6 +168,7 @@ typedef struct occl_peer {
     int world_rank;
     int device;
     int node;
+    uint64_t mem_bps; /* its device's memory bandwidth, bytes/s (from the bootstrap) */
     or_mem_ref ctrl_ref;
     occl_ctrl *ctrl; /* mapped here when on this node */
     uint64_t sent, received; /* transfer counters of this pair, this side */
@@ -192,6 +193,13 @@ struct occlComm {
     or_job_view job;
     _Atomic int async_error; /* an occlResult_t */
     bool finalized;
+    /* occlCommRevoke: no more calls; the thread that waits for the calls
+     * it stopped when the communicator is non-blocking (joined at free). */
+    _Atomic bool revoked;
+    _Atomic int tasks_live; /* launched on a stream and not yet ended (enqueue.c) */
+    _Atomic bool suspended; /* occlCommSuspend(OCCL_SUSPEND_MEM): scratch freed, calls refused */
+    bool revoke_thread_started;
+    pthread_t revoke_thread;
     pthread_mutex_t lock; /* serializes tasks of this communicator */
     /* The communicator's thread and its queue of tasks (enqueue.c). */
     pthread_t runner;
@@ -246,6 +254,7 @@ struct occlComm {
     occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
+    struct occlWindow *wins; /* occlCommWindowRegister's windows (register.c) */
     /* occlCommShrink's children so far, per remaining set: only the
      * remaining ranks call it, so the split counter may differ between them
      * and an excluded rank; a count per set is the same on all callers. */
@@ -521,7 +530,16 @@ uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t 
 /* The same with protocol proto (occl_vcost_estimate: Simple). */
 uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
                                    const uint64_t *bps);
+/* occlGroupSimulateEnd: charge calls[0..n) of one communicator as
+ * occl_vrun would, without running them or talking to the peers: clocks[r]
+ * is rank r's virtual clock (ns), moved to its end of the calls. Each
+ * collective is planned and replayed as in virtual time; for sends and
+ * receives only this rank's side is known (its peers are taken to enter at
+ * their clocks and to end with it). */
+occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks);
 const char *occl_algo_name(occl_algo a);
+/* Waits until no call of comm is queued or running (register.c). */
+void occl_comm_quiesce(occlComm_t comm);
 /* Frees the registrations left on comm (register.c). */
 void occl_regs_release(occlComm_t comm);
 /* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */

@@ -4,10 +4,12 @@
  * device memory directly whether or not it is registered, so registration
  * changes no data path: it is recorded per communicator and checked (the
  * range must be device memory of the communicator's device), as NCCL
- * checks it, so code written for NCCL's registration runs unchanged.
+ * checks it, so code written for NCCL's registration runs unchanged. The
+ * same holds for symmetric memory windows (occlCommWindowRegister).
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "occl_internal.h"
 
@@ -97,21 +99,162 @@ occlResult_t occlCommDeregister(const occlComm_t comm, void *handle)
     return occlSuccess;
 }
 
+/* ---- symmetric memory windows (NCCL 2.27+) ------------------------------------- */
+
+struct occlWindow {
+    struct occlWindow *next;
+    occlComm_t comm;
+    void *user;
+    size_t bytes;
+    int flags;
+};
+
+occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, occlWindow_t *win,
+                                    int winFlags)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: comm is not a live communicator");
+    if (!win)
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: win is NULL");
+    *win = NULL;
+    if (!buff || size == 0)
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: buff is NULL or size is 0");
+    if (winFlags & ~(OCCL_WIN_COLL_SYMMETRIC | OCCL_WIN_STRICT_ORDERING))
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: unknown flags 0x%x",
+                         (unsigned)winFlags);
+    or_mem_ref ref;
+    if (or_mem_export(buff, size, &ref) != orSuccess)
+        return occl_fail(occlInvalidArgument, "occlCommWindowRegister: [%p, +%zu) is not within one "
+                                              "device allocation of this process", buff, size);
+    if (ref.device != comm->device)
+        return occl_fail(occlInvalidUsage, "occlCommWindowRegister: the buffer is memory of device %d, "
+                                           "the communicator's is device %d", ref.device, comm->device);
+    struct occlWindow *w = calloc(1, sizeof *w);
+    if (!w)
+        return occl_fail(occlSystemError, "occlCommWindowRegister: out of memory");
+    *w = (struct occlWindow){NULL, comm, buff, size, winFlags};
+    pthread_mutex_lock(&reg_lock);
+    w->next = comm->wins;
+    comm->wins = w;
+    pthread_mutex_unlock(&reg_lock);
+    *win = w;
+    OCCL_INFO("comm %016llx rank %d: window [%p, +%zu) flags 0x%x", (unsigned long long)comm->id,
+              comm->rank, buff, size, (unsigned)winFlags);
+    return occlSuccess;
+}
+
+/* The window if it is one of comm's (looked up, never dereferenced first). */
+static struct occlWindow **window_slot(occlComm_t comm, occlWindow_t win)
+{
+    struct occlWindow **pp = &comm->wins;
+    while (*pp && *pp != win)
+        pp = &(*pp)->next;
+    return *pp ? pp : NULL;
+}
+
+occlResult_t occlCommWindowDeregister(occlComm_t comm, occlWindow_t win)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommWindowDeregister: comm is not a live "
+                                              "communicator");
+    if (!win)
+        return occlSuccess; /* NCCL's: nothing was registered */
+    pthread_mutex_lock(&reg_lock);
+    struct occlWindow **pp = window_slot(comm, win), *w = pp ? *pp : NULL;
+    if (pp)
+        *pp = w->next;
+    pthread_mutex_unlock(&reg_lock);
+    if (!w)
+        return occl_fail(occlInvalidUsage, "occlCommWindowDeregister: %p is not a window of this "
+                                           "communicator (or was deregistered already)", (void *)win);
+    free(w);
+    return occlSuccess;
+}
+
+occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUserPtr)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlWinGetUserPtr: comm is not a live communicator");
+    if (!outUserPtr || !win)
+        return occl_fail(occlInvalidArgument, "occlWinGetUserPtr: win or outUserPtr is NULL");
+    pthread_mutex_lock(&reg_lock);
+    struct occlWindow **pp = window_slot(comm, win);
+    void *user = pp ? (*pp)->user : NULL;
+    pthread_mutex_unlock(&reg_lock);
+    if (!pp)
+        return occl_fail(occlInvalidUsage, "occlWinGetUserPtr: %p is not a window of this "
+                                           "communicator", (void *)win);
+    *outUserPtr = user;
+    return occlSuccess;
+}
+
 void occl_regs_release(occlComm_t comm)
 {
     pthread_mutex_lock(&reg_lock);
     struct occl_reg *r = comm->regs;
+    struct occlWindow *w = comm->wins;
     comm->regs = NULL;
+    comm->wins = NULL;
     pthread_mutex_unlock(&reg_lock);
     while (r) {
         struct occl_reg *next = r->next;
         free(r);
         r = next;
     }
+    while (w) {
+        struct occlWindow *next = w->next;
+        free(w);
+        w = next;
+    }
 }
 
-/* The device memory OCCL holds for comm: its control block and its scratch.
- * Nothing of it can be suspended (OCCL has no occlCommSuspend). */
+void occl_comm_quiesce(occlComm_t comm)
+{
+    /* Counted, not by synchronizing the device: that would take the
+     * streams' errors from the program. */
+    for (unsigned waits = 0; atomic_load(&comm->tasks_live) > 0; waits++)
+        usleep(waits < 10 ? 100 : 2000);
+}
+
+/* OCCL's dynamic device memory is its scratch (grown by the calls that need
+ * it); the control block, which the peers map, persists. */
+occlResult_t occlCommSuspend(occlComm_t comm, int flags)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommSuspend: comm is not a live communicator");
+    if (flags & ~OCCL_SUSPEND_MEM)
+        return occl_fail(occlInvalidArgument, "occlCommSuspend: unknown flags 0x%x (only "
+                                              "OCCL_SUSPEND_MEM is defined)", (unsigned)flags);
+    if (atomic_load(&comm->revoked) || comm->finalized)
+        return occl_fail(occlInvalidUsage, "occlCommSuspend: the communicator is finalized or revoked");
+    if (!(flags & OCCL_SUSPEND_MEM))
+        return occlSuccess; /* NCCL's: nothing asked, nothing suspended */
+    if (atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "occlCommSuspend: the communicator is suspended already");
+    atomic_store(&comm->suspended, true); /* new calls are refused from here */
+    occl_comm_quiesce(comm);               /* the queued ones end first */
+    pthread_mutex_lock(&comm->lock);
+    occl_scratch_release(comm);
+    pthread_mutex_unlock(&comm->lock);
+    OCCL_INFO("comm %016llx rank %d: suspended (scratch released)", (unsigned long long)comm->id,
+              comm->rank);
+    return occlSuccess;
+}
+
+occlResult_t occlCommResume(occlComm_t comm)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "occlCommResume: comm is not a live communicator");
+    if (!atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "occlCommResume: the communicator is not suspended");
+    /* Scratch comes back as the calls need it, as after the communicator's creation. */
+    atomic_store(&comm->suspended, false);
+    OCCL_INFO("comm %016llx rank %d: resumed", (unsigned long long)comm->id, comm->rank);
+    return occlSuccess;
+}
+
+/* The device memory OCCL holds for comm: its control block (persistent) and
+ * its scratch (released by occlCommSuspend). */
 occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t *value)
 {
     if (!occl_comm_valid(comm) || !value)
@@ -121,10 +264,15 @@ occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t 
         return occl_fail(occlInvalidArgument, "occlCommMemStats: unknown statistic %d", (int)stat);
     /* Scratch changes size only in a running call, which holds the lock. */
     pthread_mutex_lock(&comm->lock);
-    uint64_t held = comm->ctrl_bytes;
+    uint64_t scratch = 0;
     for (int i = 0; i < OCCL_SCRATCH_SLOTS; i++)
-        held += comm->scratch_bytes[i];
+        scratch += comm->scratch_bytes[i];
     pthread_mutex_unlock(&comm->lock);
-    *value = stat == occlStatGpuMemSuspend || stat == occlStatGpuMemSuspended ? 0 : held;
+    switch (stat) {
+    case occlStatGpuMemSuspend: *value = scratch; break;
+    case occlStatGpuMemSuspended: *value = atomic_load(&comm->suspended); break;
+    case occlStatGpuMemPersist: *value = comm->ctrl_bytes; break;
+    default: *value = comm->ctrl_bytes + scratch; break;
+    }
     return occlSuccess;
 }

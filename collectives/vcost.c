@@ -890,3 +890,61 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
     free(gdev);
     return res;
 }
+
+/* ---- a group charged without running (occlGroupSimulateEnd) -------------------- */
+
+occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks)
+{
+    occlComm_t comm = calls[0].comm;
+    int nr = comm->nranks;
+    uint64_t *bps = malloc((size_t)nr * sizeof *bps), *end = malloc((size_t)nr * sizeof *end);
+    int *gdev = malloc((size_t)nr * sizeof *gdev);
+    vinfo *info = malloc((size_t)nr * sizeof *info);
+    occlResult_t res = occlSuccess;
+    if (!bps || !end || !gdev || !info)
+        res = occl_fail(occlSystemError, "out of memory");
+    for (int j = 0; j < nr && res == occlSuccess; j++) {
+        bps[j] = comm->peers[j].mem_bps; /* as the entry exchange would give them */
+        gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
+    }
+    /* As task_exec runs them: consecutive sends and receives together, then
+     * each collective; each starts where the last left every rank's clock.
+     * Under the lock the calls run under: the planner's cache and vbps. */
+    pthread_mutex_lock(&comm->lock);
+    for (int i = 0; i < n && res == occlSuccess;) {
+        int j = i;
+        while (j < n && (calls[j].coll == OCCL_COLL_SEND || calls[j].coll == OCCL_COLL_RECV))
+            j++;
+        if (j > i) {
+            /* Only this rank's side is known: each peer is taken to enter
+             * at the clock the chain gives it, and to end with the transfer. */
+            for (int r = 0; r < nr; r++)
+                info[r].clock = clocks[r];
+            uint64_t e = p2p_end(comm, &calls[i], j - i, info, gdev);
+            clocks[comm->rank] = e;
+            for (int k = i; k < j; k++)
+                clocks[calls[k].root] = max_u64(clocks[calls[k].root], e);
+            i = j;
+            continue;
+        }
+        const occl_call *c = &calls[i++];
+        if (nr == 1 || c->count == 0) /* charged nothing, as occl_vrun */
+            continue;
+        comm->vbps = bps; /* the planner replays its candidates with these */
+        occl_choice pick = occl_plan_choice(c);
+        comm->vbps = NULL;
+        occl_vsystem s = comm_system(comm, gdev);
+        bool oom;
+        if (model_ends(&s, c, pick.algo, pick.proto, clocks, bps, end, &oom))
+            memcpy(clocks, end, (size_t)nr * sizeof *end);
+        else
+            res = occl_fail(oom ? occlSystemError : occlInternalError, "%s: not modelled (%s)",
+                            occl_coll_name(c->coll), oom ? "out of memory" : "schedule mismatch");
+    }
+    pthread_mutex_unlock(&comm->lock);
+    free(bps);
+    free(end);
+    free(gdev);
+    free(info);
+    return res;
+}

@@ -170,6 +170,40 @@ Test(occl_register, mem_stats)
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &during));
     cr_assert_gt(during, total, "scratch counted (%llu, before %llu)", (unsigned long long)during,
                  (unsigned long long)total);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspend, &suspend));
+    cr_assert_eq(suspend, during - persist, "the scratch is what a suspend frees");
+
+    /* Suspend: the scratch goes, calls are refused until resume. */
+    EXPECT(occlCommSuspend(comms[0], 0x4), occlInvalidArgument, "unknown flags 0x4");
+    EXPECT(occlCommSuspend(NULL, OCCL_SUSPEND_MEM), occlInvalidArgument, "not a live communicator");
+    EXPECT(occlCommResume(comms[0]), occlInvalidUsage, "not suspended");
+    CHECK_OCCL(occlCommSuspend(comms[0], 0)); /* nothing asked: nothing suspended */
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_eq(suspended, 0);
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommSuspend(comms[d], OCCL_SUSPEND_MEM));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_eq(suspended, 1);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
+    cr_assert_eq(after, total, "scratch freed by the suspend");
+    EXPECT(occlCommSuspend(comms[0], OCCL_SUSPEND_MEM), occlInvalidUsage, "suspended already");
+    cr_assert_eq(orSetDevice(0), orSuccess);
+    EXPECT(occlReduceScatter(send[0], recv[0], count, occlFloat32, occlSum, comms[0], s[0]),
+           occlInvalidUsage, "suspended");
+    occlComm_t child = NULL;
+    EXPECT(occlCommSplit(comms[0], 0, 0, &child, NULL), occlInvalidUsage, "suspended");
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommResume(comms[d]));
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
+    cr_assert_eq(suspended, 0);
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlReduceScatter(send[d], recv[d], count, occlFloat32, occlSum, comms[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+    CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
+    cr_assert_eq(after, during, "resumed: the scratch is taken again");
     for (int d = 0; d < 2; d++)
         CHECK_OCCL(occlCommFinalize(comms[d]));
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
@@ -178,5 +212,74 @@ Test(occl_register, mem_stats)
         orStreamDestroy(s[d]);
         CHECK_OCCL(occlMemFree(send[d]));
         CHECK_OCCL(occlMemFree(recv[d]));
+    }
+}
+
+/* Symmetric memory windows: checked and recorded like registrations; the
+ * user pointer comes back; a collective on window buffers is correct;
+ * NCCL's errors and OCCL's checks of the handle. */
+Test(occl_register, windows)
+{
+    const size_t count = 1024;
+    float *buf[2];
+    occlWindow_t win[2] = {NULL, NULL};
+    orStream_t s[2];
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        CHECK_OCCL(occlMemAlloc((void **)&buf[d], count * sizeof(float)));
+        cr_assert_eq(orStreamCreate(&s[d]), orSuccess);
+        float host[1024];
+        for (size_t i = 0; i < count; i++)
+            host[i] = (float)(d + i);
+        cr_assert_eq(orMemcpy(buf[d], host, sizeof host, orMemcpyHostToDevice), orSuccess);
+    }
+    occlWindow_t w = (occlWindow_t)&count;
+    EXPECT(occlCommWindowRegister(NULL, buf[0], 64, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
+           "not a live communicator");
+    EXPECT(occlCommWindowRegister(comms[0], buf[0], 64, NULL, OCCL_WIN_DEFAULT), occlInvalidArgument,
+           "win is NULL");
+    EXPECT(occlCommWindowRegister(comms[0], NULL, 64, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
+           "buff is NULL or size is 0");
+    cr_assert_null(w, "win is cleared on failure, as NCCL does");
+    EXPECT(occlCommWindowRegister(comms[0], buf[0], 0, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
+           "size is 0");
+    EXPECT(occlCommWindowRegister(comms[0], buf[0], 64, &w, 0x10), occlInvalidArgument, "unknown flags");
+    int host;
+    EXPECT(occlCommWindowRegister(comms[0], &host, sizeof host, &w, OCCL_WIN_DEFAULT),
+           occlInvalidArgument, "not within one device allocation");
+    EXPECT(occlCommWindowRegister(comms[0], buf[0], (count + 1) * sizeof(float), &w, OCCL_WIN_DEFAULT),
+           occlInvalidArgument, "not within one device allocation");
+    EXPECT(occlCommWindowRegister(comms[0], buf[1], 64, &w, OCCL_WIN_DEFAULT), occlInvalidUsage,
+           "memory of device 1");
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlCommWindowRegister(comms[d], buf[d], count * sizeof(float), &win[d],
+                                          OCCL_WIN_COLL_SYMMETRIC | OCCL_WIN_STRICT_ORDERING));
+    void *user = NULL;
+    CHECK_OCCL(occlWinGetUserPtr(comms[1], win[1], &user));
+    cr_assert_eq(user, buf[1]);
+    EXPECT(occlWinGetUserPtr(comms[0], win[1], &user), occlInvalidUsage, "not a window of this communicator");
+    EXPECT(occlWinGetUserPtr(comms[0], win[0], NULL), occlInvalidArgument, "NULL");
+    EXPECT(occlWinGetUserPtr(comms[0], NULL, &user), occlInvalidArgument, "NULL");
+
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlAllReduce(buf[d], buf[d], count, occlFloat32, occlSum, comms[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+        float out[1024];
+        cr_assert_eq(orMemcpy(out, buf[d], sizeof out, orMemcpyDeviceToHost), orSuccess);
+        for (size_t i = 0; i < count; i++)
+            cr_assert_eq(out[i], (float)(1 + 2 * i));
+    }
+    CHECK_OCCL(occlCommWindowDeregister(comms[0], NULL));
+    EXPECT(occlCommWindowDeregister(comms[0], win[1]), occlInvalidUsage, "not a window of this communicator");
+    CHECK_OCCL(occlCommWindowDeregister(comms[0], win[0]));
+    EXPECT(occlCommWindowDeregister(comms[0], win[0]), occlInvalidUsage, "deregistered already");
+    EXPECT(occlWinGetUserPtr(comms[0], win[0], &user), occlInvalidUsage, "not a window");
+    /* win[1] is left for destroy to free. */
+    for (int d = 0; d < 2; d++) {
+        orStreamDestroy(s[d]);
+        CHECK_OCCL(occlMemFree(buf[d]));
     }
 }

@@ -43,6 +43,15 @@ for tool in slurmctld slurmd srun salloc sinfo; do
     command -v $tool >/dev/null 2>&1 ||
         skip "no '$tool' (install slurmctld, slurmd and slurm-client: scripts/setup.sh)"
 done
+# No munge: the daemons trust every request (auth/none), as only the hosts
+# reach them. Plugins in Debian's directory, or a build's.
+for plugin in auth_none cred_none mpi_pmi2; do
+    found=
+    for f in /usr/lib/*/slurm-wlm/$plugin.so /usr/lib*/slurm/$plugin.so /usr/local/lib/slurm/$plugin.so; do
+        [ -e "$f" ] && found=$f
+    done
+    [ -n "$found" ] || skip "this Slurm ($(slurmd -V 2>&1)) has no $plugin plugin ($plugin.so)"
+done
 for prog in launch/orrun launch/orinfo tests/mpi/occl_correct; do
     [ -x "$prog" ] || { echo "hosts srun: $prog is not built"; exit 99; }
 done
@@ -143,7 +152,7 @@ else
 fi
 
 # OCCL across the hosts, launched by srun. MPICH 4.0.2 over UCX's tcp can
-# hang in MPI_Finalize once the job is done (docs/cluster.md#a-known-hang-at-exit):
+# hang in MPI_Finalize once the job is done (docs/cluster.md#test-hosts-on-one-machine):
 # as in hosts_mpi.sh, once the result is out the job gets 15 s to end; if
 # it has not, every rank still running must be inside PMPI_Finalize (gdb)
 # for the run to count, and the job is stopped.

@@ -40,7 +40,7 @@ trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
 if ! why=$($hosts check); then
     skip "$why"
 fi
-for tool in slurmctld slurmd srun salloc sinfo; do
+for tool in slurmctld slurmd srun salloc sinfo scontrol; do
     command -v $tool >/dev/null 2>&1 ||
         skip "no '$tool' (install slurmctld, slurmd and slurm-client: scripts/setup.sh)"
 done

@@ -157,7 +157,7 @@ fi
 # OCCL across the hosts, launched by srun. MPICH 4.0.2 over UCX's tcp can
 # hang in MPI_Finalize once the job is done (docs/cluster.md#test-hosts-on-one-machine):
 # as in hosts_mpi.sh, once the result is out the job gets time to end (5 s
-# here: the hang came in 5 of 13 runs, and a rank still finalizing then is
+# here: the hang came in 6 of 14 runs, and a rank still finalizing then is
 # inside PMPI_Finalize too); if it has not, every rank still running must
 # be inside PMPI_Finalize (gdb) for the run to count, and the job is stopped.
 t1=$(date +%s.%N)

@@ -27,6 +27,7 @@ PACKAGES=(
     valgrind
     gdb # backtraces of a test job that hangs (tests/mpi/run-mpi.sh)
     iproute2 # test hosts in network namespaces (tests/hosts/or-hosts)
+    slurmctld slurmd slurm-client # Slurm on the test hosts (tests/hosts/hosts_srun.sh)
     ninja-build
 )
 VENV=.venv

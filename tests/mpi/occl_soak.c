@@ -471,7 +471,15 @@ static void check(const call *c, long seq)
     for (int d = 0; d < nd; d++) {
         int n = comms[c->comm].n, r = comms[c->comm].rank[d];
         CHECK_OR(orSetDevice(d));
-        CHECK_OR(orStreamSynchronize(stream_of(c, d)));
+        orError_t err = orStreamSynchronize(stream_of(c, d));
+        if (err != orSuccess) {
+            char detail[256];
+            snprintf(detail, sizeof detail,
+                     "%s in operation %ld: %s type %d op %d count %zu comm %d root %d%s stream %d",
+                     orGetErrorName(err), seq, kind_names[c->kind], c->type, c->op, c->count, c->comm,
+                     c->root, c->inplace ? " in place" : "", c->stream);
+            mpitest_fail(__FILE__, __LINE__, "orStreamSynchronize -> ", detail);
+        }
         if (reduces(c->kind) && c->op == O_PMS)
             CHECK_OCCL(occlRedOpDestroy(c->ops[d], comms[c->comm].comm[d]));
         if ((c->kind == K_REDUCE || c->kind == K_GATHER) && r != c->root)

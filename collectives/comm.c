@@ -682,6 +682,15 @@ static occlResult_t bootstrap(pending_init *pi, int n)
             if (pi[k].uid.id == u->id)
                 local++;
         bool root = u->root == job.rank;
+        /* The tag slots this process uses now, the communicators set up by
+         * the ids before this one in the group included: registrations made
+         * at comm_alloc would let two communicators of one group between the
+         * same processes get the same slot, and each other's messages. */
+        pthread_mutex_lock(&slots_lock);
+        for (int k = 0; k < n; k++)
+            if (pi[k].uid.id == u->id)
+                memcpy(pi[k].reg.slots_used, slots_used, sizeof slots_used);
+        pthread_mutex_unlock(&slots_lock);
         if (!job.mpi && (!root || local != nranks)) {
             res = occl_fail(occlInvalidUsage, "a communicator of %d ranks needs an MPI job "
                                               "(%d ranks are in this process)", nranks, local);

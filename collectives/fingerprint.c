@@ -69,6 +69,30 @@ occl_fp occl_fp_of(const occl_call *c)
                      .op = op_of(c)};
 }
 
+/* The published fingerprint is a seqlock's payload: peers of the node read
+ * it while this rank may be writing it, and the version tells them to
+ * retry. Its words are copied with relaxed atomic accesses, so the
+ * concurrent reads and writes are well defined (plain copies are a data
+ * race in C11, which ThreadSanitizer reports). */
+typedef uint64_t __attribute__((may_alias)) fp_word;
+_Static_assert(sizeof(occl_fp) % sizeof(fp_word) == 0, "occl_fp is whole 64-bit words");
+
+static void fp_publish(occl_fp *dst, const occl_fp *src)
+{
+    const fp_word *from = (const fp_word *)src;
+    fp_word *to = (fp_word *)dst;
+    for (size_t i = 0; i < sizeof *src / sizeof *to; i++)
+        __atomic_store_n(&to[i], from[i], __ATOMIC_RELAXED);
+}
+
+static void fp_read(occl_fp *dst, const occl_fp *src)
+{
+    const fp_word *from = (const fp_word *)src;
+    fp_word *to = (fp_word *)dst;
+    for (size_t i = 0; i < sizeof *dst / sizeof *to; i++)
+        to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+}
+
 void occl_fp_begin(occlComm_t comm, const occl_call *c)
 {
     uint64_t seq = comm->fp.seq + 1;
@@ -81,7 +105,7 @@ void occl_fp_begin(occlComm_t comm, const occl_call *c)
     uint32_t v = atomic_load_explicit(&ctrl->current_version, memory_order_relaxed);
     atomic_store_explicit(&ctrl->current_version, v + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    ctrl->current = comm->fp;
+    fp_publish(&ctrl->current, &comm->fp);
     atomic_store_explicit(&ctrl->current_version, v + 2, memory_order_release);
 }
 
@@ -91,7 +115,7 @@ static bool read_current(const occl_ctrl *c, occl_fp *out)
     uint32_t v = atomic_load_explicit(&c->current_version, memory_order_acquire);
     if (v & 1)
         return false;
-    *out = c->current;
+    fp_read(out, &c->current);
     atomic_thread_fence(memory_order_acquire);
     return atomic_load_explicit(&c->current_version, memory_order_relaxed) == v;
 }

@@ -31,16 +31,34 @@ AC_DEFUN([OR_CHECK_CRITERION], [
   AM_CONDITIONAL([HAVE_CRITERION], [test "x$have_criterion" = xyes])
 ])
 
-# --enable-sanitizers builds everything with ASan + UBSan.
+# --enable-sanitizers (=address) builds everything with ASan + UBSan;
+# --enable-sanitizers=thread with ThreadSanitizer (the two cannot be mixed).
 AC_DEFUN([OR_ENABLE_SANITIZERS], [
   AC_ARG_ENABLE([sanitizers],
-    [AS_HELP_STRING([--enable-sanitizers], [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
+    [AS_HELP_STRING([--enable-sanitizers@<:@=address|thread@:>@],
+      [build with AddressSanitizer and UndefinedBehaviorSanitizer (yes, address), or with ThreadSanitizer (thread)])],
     [], [enable_sanitizers=no])
   SANITIZER_FLAGS=
-  AS_IF([test "x$enable_sanitizers" = xyes],
-    [SANITIZER_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"])
+  AS_CASE([$enable_sanitizers],
+    [no], [],
+    [yes|address], [enable_sanitizers=address
+      SANITIZER_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"],
+    [thread], [SANITIZER_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"],
+    [AC_MSG_ERROR([--enable-sanitizers=$enable_sanitizers: expected address or thread (yes means address)])])
+  AS_IF([test -n "$SANITIZER_FLAGS"], [
+    AC_MSG_CHECKING([whether $CC links with $SANITIZER_FLAGS])
+    or_save_CFLAGS=$CFLAGS
+    or_save_LDFLAGS=$LDFLAGS
+    CFLAGS="$CFLAGS $SANITIZER_FLAGS"
+    LDFLAGS="$LDFLAGS $SANITIZER_FLAGS"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([], [])], [AC_MSG_RESULT([yes])],
+      [AC_MSG_RESULT([no])
+       AC_MSG_ERROR([$CC cannot build with $SANITIZER_FLAGS (Debian: libasan, libubsan or libtsan of the compiler)])])
+    CFLAGS=$or_save_CFLAGS
+    LDFLAGS=$or_save_LDFLAGS])
   AC_SUBST([SANITIZER_FLAGS])
-  AM_CONDITIONAL([ENABLE_SANITIZERS], [test "x$enable_sanitizers" = xyes])
+  AM_CONDITIONAL([ENABLE_SANITIZERS], [test "x$enable_sanitizers" != xno])
+  AM_CONDITIONAL([ENABLE_TSAN], [test "x$enable_sanitizers" = xthread])
 ])
 
 # PyTorch: the torch_openreg extension (backend/) is part of the build unless
@@ -64,7 +82,7 @@ AC_DEFUN([OR_CHECK_TORCH], [
   AS_CASE([$with_torch],
     [no], [],
     [yes], [TORCH_PYTHON=`or_default_python`],
-    [default], [AS_IF([test "x$enable_sanitizers" = xyes],
+    [default], [AS_IF([test "x$enable_sanitizers" != xno],
                  [AC_MSG_NOTICE([sanitizer build: torch_openreg is not built (--with-torch builds it)])
                   with_torch=no],
                  [TORCH_PYTHON=`or_default_python`])],

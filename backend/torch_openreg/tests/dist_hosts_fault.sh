@@ -1,6 +1,6 @@
 #!/bin/bash
 # torch.distributed's "occl" backend across two test hosts (tests/hosts/or-hosts),
-# 2 hosts x 2 ranks all-reducing in a loop (dist_hosts_fault.py) with a group
+# 2 hosts x 2 ranks all-reducing in a loop (dist_link_down.py) with a group
 # timeout of 3 s: h2's link goes down, and every rank's all_reduce raises a
 # RuntimeError naming the collective and OCCL's timeout (or the remote
 # error) within the timeout + 2 s (docs/cluster.md#faults-across-hosts).
@@ -37,7 +37,7 @@ h2=$($hosts --id "$id" list | awk '$1 == "h2" {print $3}')
 
 $hosts --id "$id" exec h1 ./launch/orrun -n 4 -d 1 --hosts h1:2,h2:2 \
     --launcher-exec "$srcdir/tests/hosts/or-hosts-launch" -- \
-    "$py" "$srcdir/backend/torch_openreg/tests/dist_hosts_fault.py" "$out" $timeout_s \
+    "$py" "$srcdir/backend/torch_openreg/tests/dist_link_down.py" "$out" $timeout_s \
     >"$out/job" 2>&1 &
 job=$!
 for _ in $(seq 1200); do

@@ -13,7 +13,7 @@ when one raises, DIR/rank.RANK, one line:
 (at most 30 s) for every rank's line and leaves with os._exit: MPI cannot
 finalize with a peer unreachable.
 
-    dist_hosts_fault.py DIR TIMEOUT
+    dist_link_down.py DIR TIMEOUT
 """
 import datetime
 import os
@@ -39,7 +39,7 @@ def write(directory, name, text):
 
 def main():
     if len(sys.argv) != 3:
-        fail("usage: dist_hosts_fault.py DIR TIMEOUT")
+        fail("usage: dist_link_down.py DIR TIMEOUT")
     directory, timeout = sys.argv[1], float(sys.argv[2])
     dist.init_process_group("occl", timeout=datetime.timedelta(seconds=timeout))
     x = torch.empty(1 << 18, device=DEV)

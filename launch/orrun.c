@@ -1517,6 +1517,7 @@ int main(int argc, char **argv)
         free(args);
         free(path);
         free(self);
+        free(o.launcher_exec); /* realpath's (parse_hosts) */
         return rc;
     }
     fflush(NULL);

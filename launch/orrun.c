@@ -1430,6 +1430,7 @@ int main(int argc, char **argv)
         int rc = dry_run(&o, mpiexec, path, self);
         free(path);
         free(self);
+        free(o.launcher_exec); /* realpath's (parse_hosts) */
         return rc;
     }
     if (!self) {

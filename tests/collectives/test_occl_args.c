@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "occl.h"
+#include "occl_checks.h"
 
 #define N 64 /* elements of every device buffer */
 
@@ -78,13 +78,6 @@ TestSuite(occl_args, .init = setup, .fini = teardown, .timeout = 60);
             cr_assert_str_neq(expect_msg_, expect_before_,                                     \
                               "%s: %s: occlGetLastError was not updated", (what), #call);      \
         }                                                                                      \
-    } while (0)
-
-#define CHECK_OCCL(call)                                                                       \
-    do {                                                                                       \
-        occlResult_t check_got_ = (call);                                                      \
-        cr_assert_eq(check_got_, occlSuccess, "%s -> %s (%s)", #call,                          \
-                     occlGetErrorString(check_got_), occlGetLastError(NULL));                  \
     } while (0)
 
 /* ---- every call through one signature ----------------------------------------------- */

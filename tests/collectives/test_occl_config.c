@@ -18,21 +18,7 @@
 
 #include "occl_internal.h"
 
-#define CHECK_OCCL(call)                                                                       \
-    do {                                                                                       \
-        occlResult_t r_ = (call);                                                              \
-        cr_assert_eq(r_, occlSuccess, "%s: %s (%s)", #call, occlGetErrorString(r_),            \
-                     occlGetLastError(NULL));                                                  \
-    } while (0)
-
-/* The call fails with occlInvalidArgument and its reason contains `text`. */
-#define EXPECT_BAD(call, text)                                                                 \
-    do {                                                                                       \
-        occlResult_t r_ = (call);                                                              \
-        cr_assert_eq(r_, occlInvalidArgument, "%s -> %d", #call, r_);                          \
-        cr_assert(strstr(occlGetLastError(NULL), (text)), "%s: reason '%s' lacks '%s'", #call, \
-                  occlGetLastError(NULL), (text));                                             \
-    } while (0)
+#include "occl_checks.h"
 
 static void setup(void) { cr_assert_eq(setenv("OCCL_TIMEOUT_MS", "10000", 1), 0); }
 

@@ -12,21 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "occl.h"
-
-#define CHECK_OCCL(call)                                                                       \
-    do {                                                                                       \
-        occlResult_t r_ = (call);                                                              \
-        cr_assert_eq(r_, occlSuccess, "%s: %s (%s)", #call, occlGetErrorString(r_),            \
-                     occlGetLastError(NULL));                                                  \
-    } while (0)
-
-#define EXPECT_BAD(call, text)                                                                 \
-    do {                                                                                       \
-        cr_assert_eq((call), occlInvalidArgument, "%s", #call);                                \
-        cr_assert(strstr(occlGetLastError(NULL), text), "%s: reason '%s' lacks '%s'", #call,   \
-                  occlGetLastError(NULL), text);                                               \
-    } while (0)
+#include "occl_checks.h"
 
 static const char *const documented[] = {
     "OCCL_TIMEOUT_MS", "OCCL_ALGO", "OCCL_PROTO", "OCCL_CHECK_CALLS", "OCCL_TUNER_PLUGIN",

@@ -10,22 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "occl.h"
-
-#define CHECK_OCCL(call)                                                                       \
-    do {                                                                                       \
-        occlResult_t r_ = (call);                                                              \
-        cr_assert_eq(r_, occlSuccess, "%s: %s (%s)", #call, occlGetErrorString(r_),            \
-                     occlGetLastError(NULL));                                                  \
-    } while (0)
-
-#define EXPECT(call, want, text)                                                               \
-    do {                                                                                       \
-        occlResult_t r_ = (call);                                                              \
-        cr_assert_eq(r_, (want), "%s -> %d (%s)", #call, r_, occlGetLastError(NULL));          \
-        cr_assert(strstr(occlGetLastError(NULL), (text)), "%s: reason '%s' lacks '%s'", #call, \
-                  occlGetLastError(NULL), (text));                                             \
-    } while (0)
+#include "occl_checks.h"
 
 static occlComm_t comms[2];
 
@@ -48,8 +33,8 @@ TestSuite(occl_register, .init = setup, .fini = teardown, .timeout = 60);
 Test(occl_register, mem_alloc_and_free)
 {
     void *p = NULL;
-    EXPECT(occlMemAlloc(NULL, 64), occlInvalidArgument, "ptr is NULL");
-    EXPECT(occlMemAlloc(&p, 0), occlInvalidArgument, "size is 0");
+    EXPECT_REASON(occlMemAlloc(NULL, 64), occlInvalidArgument, "ptr is NULL");
+    EXPECT_REASON(occlMemAlloc(&p, 0), occlInvalidArgument, "size is 0");
     cr_assert_eq(orSetDevice(1), orSuccess);
     CHECK_OCCL(occlMemAlloc(&p, 1000));
     orPointerAttributes attr;
@@ -57,9 +42,9 @@ Test(occl_register, mem_alloc_and_free)
     cr_assert_eq(attr.type, orMemoryTypeDevice);
     cr_assert_eq(attr.device, 1);
     CHECK_OCCL(occlMemFree(p));
-    EXPECT(occlMemFree(p), occlInvalidArgument, "not the start of a live device allocation");
+    EXPECT_REASON(occlMemFree(p), occlInvalidArgument, "not the start of a live device allocation");
     int host;
-    EXPECT(occlMemFree(&host), occlInvalidArgument, "not the start of a live device allocation");
+    EXPECT_REASON(occlMemFree(&host), occlInvalidArgument, "not the start of a live device allocation");
     CHECK_OCCL(occlMemFree(NULL));
 }
 
@@ -75,29 +60,29 @@ Test(occl_register, register_checks_and_counts)
     CHECK_OCCL(occlCommRegister(comms[0], (char *)buf + 1024, 1024, &h3)); /* a part of it */
     cr_assert_neq(h3, h1);
     /* Comm 1 does not know comm 0's registrations. */
-    EXPECT(occlCommDeregister(comms[1], h1), occlInvalidUsage, "not a registration of this communicator");
+    EXPECT_REASON(occlCommDeregister(comms[1], h1), occlInvalidUsage, "not a registration of this communicator");
     CHECK_OCCL(occlCommDeregister(comms[0], h1));
     CHECK_OCCL(occlCommDeregister(comms[0], h2)); /* the second reference */
-    EXPECT(occlCommDeregister(comms[0], h1), occlInvalidUsage, "deregistered already");
+    EXPECT_REASON(occlCommDeregister(comms[0], h1), occlInvalidUsage, "deregistered already");
     CHECK_OCCL(occlCommDeregister(comms[0], NULL));
     /* Refused: not device memory, past the allocation, another device's. */
     static char host[4096];
     void *h = NULL;
-    EXPECT(occlCommRegister(comms[0], host, sizeof host, &h), occlInvalidArgument,
+    EXPECT_REASON(occlCommRegister(comms[0], host, sizeof host, &h), occlInvalidArgument,
            "not within one device allocation");
     cr_assert_eq(orMallocHost(&pinned, 4096), orSuccess);
-    EXPECT(occlCommRegister(comms[0], pinned, 4096, &h), occlInvalidArgument,
+    EXPECT_REASON(occlCommRegister(comms[0], pinned, 4096, &h), occlInvalidArgument,
            "not within one device allocation");
-    EXPECT(occlCommRegister(comms[0], buf, 4097, &h), occlInvalidArgument,
+    EXPECT_REASON(occlCommRegister(comms[0], buf, 4097, &h), occlInvalidArgument,
            "not within one device allocation");
     cr_assert_eq(orSetDevice(1), orSuccess);
     CHECK_OCCL(occlMemAlloc(&other, 4096));
-    EXPECT(occlCommRegister(comms[0], other, 4096, &h), occlInvalidUsage, "device 1");
+    EXPECT_REASON(occlCommRegister(comms[0], other, 4096, &h), occlInvalidUsage, "device 1");
     CHECK_OCCL(occlCommRegister(comms[1], other, 4096, &h)); /* left for destroy to free */
-    EXPECT(occlCommRegister(comms[0], buf, 16, NULL), occlInvalidArgument, "handle is NULL");
-    EXPECT(occlCommRegister(comms[0], NULL, 16, &h), occlInvalidArgument, "buff or handle is NULL");
-    EXPECT(occlCommRegister(NULL, buf, 16, &h), occlInvalidArgument, "not a live communicator");
-    EXPECT(occlCommDeregister(NULL, h3), occlInvalidArgument, "not a live communicator");
+    EXPECT_REASON(occlCommRegister(comms[0], buf, 16, NULL), occlInvalidArgument, "handle is NULL");
+    EXPECT_REASON(occlCommRegister(comms[0], NULL, 16, &h), occlInvalidArgument, "buff or handle is NULL");
+    EXPECT_REASON(occlCommRegister(NULL, buf, 16, &h), occlInvalidArgument, "not a live communicator");
+    EXPECT_REASON(occlCommDeregister(NULL, h3), occlInvalidArgument, "not a live communicator");
     orFreeHost(pinned);
     CHECK_OCCL(occlMemFree(other));
     CHECK_OCCL(occlMemFree(buf));
@@ -136,10 +121,10 @@ Test(occl_register, collective_on_registered_buffers)
 Test(occl_register, mem_stats)
 {
     uint64_t total = 0, persist = 0, suspend = 7, suspended = 7;
-    EXPECT(occlCommMemStats(comms[0], occlStatGpuMemTotal, NULL), occlInvalidArgument, "value is NULL");
-    EXPECT(occlCommMemStats(comms[0], (occlCommMemStat_t)9, &total), occlInvalidArgument,
+    EXPECT_REASON(occlCommMemStats(comms[0], occlStatGpuMemTotal, NULL), occlInvalidArgument, "value is NULL");
+    EXPECT_REASON(occlCommMemStats(comms[0], (occlCommMemStat_t)9, &total), occlInvalidArgument,
            "unknown statistic 9");
-    EXPECT(occlCommMemStats(NULL, occlStatGpuMemTotal, &total), occlInvalidArgument,
+    EXPECT_REASON(occlCommMemStats(NULL, occlStatGpuMemTotal, &total), occlInvalidArgument,
            "not a live communicator");
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &total));
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemPersist, &persist));
@@ -174,9 +159,9 @@ Test(occl_register, mem_stats)
     cr_assert_eq(suspend, during - persist, "the scratch is what a suspend frees");
 
     /* Suspend: the scratch goes, calls are refused until resume. */
-    EXPECT(occlCommSuspend(comms[0], 0x4), occlInvalidArgument, "unknown flags 0x4");
-    EXPECT(occlCommSuspend(NULL, OCCL_SUSPEND_MEM), occlInvalidArgument, "not a live communicator");
-    EXPECT(occlCommResume(comms[0]), occlInvalidUsage, "not suspended");
+    EXPECT_REASON(occlCommSuspend(comms[0], 0x4), occlInvalidArgument, "unknown flags 0x4");
+    EXPECT_REASON(occlCommSuspend(NULL, OCCL_SUSPEND_MEM), occlInvalidArgument, "not a live communicator");
+    EXPECT_REASON(occlCommResume(comms[0]), occlInvalidUsage, "not suspended");
     CHECK_OCCL(occlCommSuspend(comms[0], 0)); /* nothing asked: nothing suspended */
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
     cr_assert_eq(suspended, 0);
@@ -186,12 +171,12 @@ Test(occl_register, mem_stats)
     cr_assert_eq(suspended, 1);
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemTotal, &after));
     cr_assert_eq(after, total, "scratch freed by the suspend");
-    EXPECT(occlCommSuspend(comms[0], OCCL_SUSPEND_MEM), occlInvalidUsage, "suspended already");
+    EXPECT_REASON(occlCommSuspend(comms[0], OCCL_SUSPEND_MEM), occlInvalidUsage, "suspended already");
     cr_assert_eq(orSetDevice(0), orSuccess);
-    EXPECT(occlReduceScatter(send[0], recv[0], count, occlFloat32, occlSum, comms[0], s[0]),
+    EXPECT_REASON(occlReduceScatter(send[0], recv[0], count, occlFloat32, occlSum, comms[0], s[0]),
            occlInvalidUsage, "suspended");
     occlComm_t child = NULL;
-    EXPECT(occlCommSplit(comms[0], 0, 0, &child, NULL), occlInvalidUsage, "suspended");
+    EXPECT_REASON(occlCommSplit(comms[0], 0, 0, &child, NULL), occlInvalidUsage, "suspended");
     for (int d = 0; d < 2; d++)
         CHECK_OCCL(occlCommResume(comms[d]));
     CHECK_OCCL(occlCommMemStats(comms[0], occlStatGpuMemSuspended, &suspended));
@@ -234,22 +219,22 @@ Test(occl_register, windows)
         cr_assert_eq(orMemcpy(buf[d], host, sizeof host, orMemcpyHostToDevice), orSuccess);
     }
     occlWindow_t w = (occlWindow_t)&count;
-    EXPECT(occlCommWindowRegister(NULL, buf[0], 64, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
+    EXPECT_REASON(occlCommWindowRegister(NULL, buf[0], 64, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
            "not a live communicator");
-    EXPECT(occlCommWindowRegister(comms[0], buf[0], 64, NULL, OCCL_WIN_DEFAULT), occlInvalidArgument,
+    EXPECT_REASON(occlCommWindowRegister(comms[0], buf[0], 64, NULL, OCCL_WIN_DEFAULT), occlInvalidArgument,
            "win is NULL");
-    EXPECT(occlCommWindowRegister(comms[0], NULL, 64, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
+    EXPECT_REASON(occlCommWindowRegister(comms[0], NULL, 64, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
            "buff is NULL or size is 0");
     cr_assert_null(w, "win is cleared on failure, as NCCL does");
-    EXPECT(occlCommWindowRegister(comms[0], buf[0], 0, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
+    EXPECT_REASON(occlCommWindowRegister(comms[0], buf[0], 0, &w, OCCL_WIN_DEFAULT), occlInvalidArgument,
            "size is 0");
-    EXPECT(occlCommWindowRegister(comms[0], buf[0], 64, &w, 0x10), occlInvalidArgument, "unknown flags");
+    EXPECT_REASON(occlCommWindowRegister(comms[0], buf[0], 64, &w, 0x10), occlInvalidArgument, "unknown flags");
     int host;
-    EXPECT(occlCommWindowRegister(comms[0], &host, sizeof host, &w, OCCL_WIN_DEFAULT),
+    EXPECT_REASON(occlCommWindowRegister(comms[0], &host, sizeof host, &w, OCCL_WIN_DEFAULT),
            occlInvalidArgument, "not within one device allocation");
-    EXPECT(occlCommWindowRegister(comms[0], buf[0], (count + 1) * sizeof(float), &w, OCCL_WIN_DEFAULT),
+    EXPECT_REASON(occlCommWindowRegister(comms[0], buf[0], (count + 1) * sizeof(float), &w, OCCL_WIN_DEFAULT),
            occlInvalidArgument, "not within one device allocation");
-    EXPECT(occlCommWindowRegister(comms[0], buf[1], 64, &w, OCCL_WIN_DEFAULT), occlInvalidUsage,
+    EXPECT_REASON(occlCommWindowRegister(comms[0], buf[1], 64, &w, OCCL_WIN_DEFAULT), occlInvalidUsage,
            "memory of device 1");
     for (int d = 0; d < 2; d++)
         CHECK_OCCL(occlCommWindowRegister(comms[d], buf[d], count * sizeof(float), &win[d],
@@ -257,9 +242,9 @@ Test(occl_register, windows)
     void *user = NULL;
     CHECK_OCCL(occlWinGetUserPtr(comms[1], win[1], &user));
     cr_assert_eq(user, buf[1]);
-    EXPECT(occlWinGetUserPtr(comms[0], win[1], &user), occlInvalidUsage, "not a window of this communicator");
-    EXPECT(occlWinGetUserPtr(comms[0], win[0], NULL), occlInvalidArgument, "NULL");
-    EXPECT(occlWinGetUserPtr(comms[0], NULL, &user), occlInvalidArgument, "NULL");
+    EXPECT_REASON(occlWinGetUserPtr(comms[0], win[1], &user), occlInvalidUsage, "not a window of this communicator");
+    EXPECT_REASON(occlWinGetUserPtr(comms[0], win[0], NULL), occlInvalidArgument, "NULL");
+    EXPECT_REASON(occlWinGetUserPtr(comms[0], NULL, &user), occlInvalidArgument, "NULL");
 
     CHECK_OCCL(occlGroupStart());
     for (int d = 0; d < 2; d++)
@@ -273,10 +258,10 @@ Test(occl_register, windows)
             cr_assert_eq(out[i], (float)(1 + 2 * i));
     }
     CHECK_OCCL(occlCommWindowDeregister(comms[0], NULL));
-    EXPECT(occlCommWindowDeregister(comms[0], win[1]), occlInvalidUsage, "not a window of this communicator");
+    EXPECT_REASON(occlCommWindowDeregister(comms[0], win[1]), occlInvalidUsage, "not a window of this communicator");
     CHECK_OCCL(occlCommWindowDeregister(comms[0], win[0]));
-    EXPECT(occlCommWindowDeregister(comms[0], win[0]), occlInvalidUsage, "deregistered already");
-    EXPECT(occlWinGetUserPtr(comms[0], win[0], &user), occlInvalidUsage, "not a window");
+    EXPECT_REASON(occlCommWindowDeregister(comms[0], win[0]), occlInvalidUsage, "deregistered already");
+    EXPECT_REASON(occlWinGetUserPtr(comms[0], win[0], &user), occlInvalidUsage, "not a window");
     /* win[1] is left for destroy to free. */
     for (int d = 0; d < 2; d++) {
         orStreamDestroy(s[d]);

@@ -69,6 +69,7 @@ typedef struct vsim {
     occl_proto proto;    /* what each transfer and the call are charged (vproto.h) */
     occl_pfam fam;
     bool spread; /* transfers between nodes spread over the rails (vmodel.h) */
+    bool steady; /* a pipeline's further loop: the paths' latency is hidden (model_ends) */
     bool oom;
 } vsim;
 
@@ -438,6 +439,8 @@ static bool replay(vsim *v, const uint64_t *entry)
                                    : path.bytes_per_s * (uint64_t)v->sys->rails;
         uint64_t hop = occl_proto_hop_ns(v->fam, v->proto, hw);
         path.latency_ns = path.latency_ns > UINT64_MAX / 4 - hop ? UINT64_MAX / 4 : path.latency_ns + hop;
+        if (v->steady)
+            path.latency_ns = 0;
         x[nx++] = (occl_vxfer){.src = s->rank, .dst = d->rank, .k = s->k,
                                .src_step = step0[s->rank] + s->step,
                                .dst_step = step0[d->rank] + d->step,
@@ -558,6 +561,117 @@ occl_pfam occl_vmodel_family(occl_coll coll, occl_algo algo)
     }
 }
 
+/* Every rank's end of the replay of collective c on system s, every rank
+ * having entered at entry[] (the base latency not included). steady: the
+ * paths' latency left out (model_ends). */
+static bool replay_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
+                        const uint64_t *entry, const uint64_t *bps, bool steady, uint64_t *end, bool *oom)
+{
+    occl_pfam fam = occl_vmodel_family(c->coll, algo);
+    vsim v = {s, s->nranks, calloc((size_t)s->nranks, sizeof(vrank)), bps, proto, fam,
+              spreads(c->coll, algo), steady, false};
+    bool ok = v.r != NULL;
+    if (ok) {
+        schedule(&v, c, algo);
+        ok = !v.oom && replay(&v, entry);
+    }
+    for (int r = 0; r < s->nranks && ok; r++)
+        end[r] = v.r[r].start[v.r[r].nsteps];
+    *oom = !v.r || v.oom;
+    sim_free(&v);
+    return ok;
+}
+
+/* Whether nvls all-reduce on s is NCCL's NVLS: one node whose paths reduce
+ * in the switch (occl_proto_sharp). Elsewhere nvls is OCCL's one-pass
+ * schedule, charged as it moves its bytes. */
+static bool nvls_in_switch(const occl_vsystem *s, const occl_call *c, occl_algo algo)
+{
+    if (algo != OCCL_ALGO_NVLS || c->coll != OCCL_COLL_ALLREDUCE || s->nnodes != 1 || s->nranks < 2 ||
+        c->count == 0)
+        return false;
+    for (int j = 1; j < s->nranks; j++) {
+        or_vpath p = s->path(s->ctx, s->ring[0], s->ring[j]);
+        if (!occl_proto_sharp(occl_proto_hw(p.type), p.bytes_per_s))
+            return false;
+    }
+    return true;
+}
+
+/* c with the data of one loop of NCCL's NVLS pipeline whose busiest channel
+ * moves `share` bytes: every channel taken to move as much, since a channel
+ * runs at 1/nvlsChannels of NVLS's bandwidth (NCCL's tuning rates NVLS at
+ * nChannels x its per-channel bandwidth) and the loop lasts as long as its
+ * busiest channel. */
+static occl_call nvls_loop_call(const occl_call *c, uint64_t share)
+{
+    occl_call l = *c;
+    l.count = (size_t)(OCCL_NVLS_CHANNELS * share / occl_type_size(c->type));
+    return l;
+}
+
+/* The time of one further loop of the pipeline moving `share` bytes on its
+ * busiest channel: the replay of the loop's data alone, without the paths'
+ * latency (a channel keeps several chunks in flight, NCCL_STEPS buffers, so
+ * the hand-shakes overlap the data once the pipeline is full). */
+static bool nvls_loop_ns(const occl_vsystem *s, const occl_call *c, const uint64_t *bps, uint64_t share,
+                         uint64_t *zero, uint64_t *end, uint64_t *ns, bool *oom)
+{
+    occl_call l = nvls_loop_call(c, share);
+    if (!replay_ends(s, &l, OCCL_ALGO_NVLS, OCCL_PROTO_SIMPLE, zero, bps, true, end, oom))
+        return false;
+    *ns = 0;
+    for (int r = 0; r < s->nranks; r++)
+        *ns = max_u64(*ns, end[r]);
+    return true;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX / 4 - b ? UINT64_MAX / 4 : a + b; }
+
+/* NCCL's NVLS all-reduce in the switch as a pipeline (vproto.h,
+ * docs/virtual-time.md#protocols): each channel passes its loops through
+ * OCCL_NVLS_STAGES stages, each stage one loop per loop time, so a call of
+ * k loops takes k + STAGES - 1 loop times, the pipeline step t as long as
+ * the oldest loop in flight, max(0, t - STAGES + 1). The first step is the
+ * replay of its loop with the ranks' entries and the paths' latency; every
+ * further one adds its loop's time (nvls_loop_ns) to every rank. */
+static bool nvls_pipeline_ends(const occl_vsystem *s, const occl_call *c, const uint64_t *entry,
+                               const uint64_t *bps, uint64_t *end, bool *oom)
+{
+    int n = s->nranks;
+    uint64_t bytes = (uint64_t)c->count * occl_type_size(c->type);
+    occl_nvls_loops shape = occl_nvls_shape(bytes, n);
+    uint64_t k = shape.nloops, first = occl_nvls_channel_bytes(&shape, n, bytes, 0);
+    occl_call l0 = nvls_loop_call(c, first);
+    if (!replay_ends(s, &l0, OCCL_ALGO_NVLS, OCCL_PROTO_SIMPLE, entry, bps, false, end, oom))
+        return false;
+    uint64_t *zero = calloc((size_t)n, sizeof *zero), *tmp = malloc((size_t)n * sizeof *tmp);
+    bool ok = zero && tmp;
+    *oom = !ok;
+    /* Steps 1 .. k + STAGES - 2, step t as long as its oldest loop,
+     * max(0, t - STAGES + 1): the first channel's full share but in the
+     * steps whose oldest loop is the last, k - 1 (which moves what is
+     * left): the final step, or every step of a call of one loop. */
+    uint64_t steps = k + OCCL_NVLS_STAGES - 2, last = occl_nvls_channel_bytes(&shape, n, bytes, k - 1);
+    uint64_t at_last = k == 1 ? steps : 1;
+    uint64_t full_ns = 0, last_ns = 0, add = 0;
+    if (ok && steps > at_last)
+        ok = nvls_loop_ns(s, c, bps, first, zero, tmp, &full_ns, oom);
+    if (ok && at_last && steps > at_last && last == first)
+        last_ns = full_ns;
+    else if (ok && at_last)
+        ok = nvls_loop_ns(s, c, bps, last, zero, tmp, &last_ns, oom);
+    if (ok) {
+        unsigned __int128 t = (unsigned __int128)(steps - at_last) * full_ns + (unsigned __int128)at_last * last_ns;
+        add = t > UINT64_MAX / 4 ? UINT64_MAX / 4 : (uint64_t)t;
+        for (int r = 0; r < n; r++)
+            end[r] = add_sat(end[r], add);
+    }
+    free(zero);
+    free(tmp);
+    return ok;
+}
+
 /* Every rank's end of collective c on system s, every rank having entered
  * at entry[]: the replay's, plus the protocol's base latency (NCCL charges
  * it once per call). false if it cannot be modelled. */
@@ -568,18 +682,11 @@ static bool model_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo
     *oom = false;
     if (!occl_proto_supported(fam, proto))
         return false;
-    vsim v = {s, s->nranks, calloc((size_t)s->nranks, sizeof(vrank)), bps, proto, fam,
-              spreads(c->coll, algo), false};
-    bool ok = v.r != NULL;
-    if (ok) {
-        schedule(&v, c, algo);
-        ok = !v.oom && replay(&v, entry);
-    }
+    bool ok = nvls_in_switch(s, c, algo) ? nvls_pipeline_ends(s, c, entry, bps, end, oom)
+                                         : replay_ends(s, c, algo, proto, entry, bps, false, end, oom);
     uint64_t base = occl_proto_base_ns(fam, proto);
     for (int r = 0; r < s->nranks && ok; r++)
-        end[r] = v.r[r].start[v.r[r].nsteps] + base;
-    *oom = !v.r || v.oom;
-    sim_free(&v);
+        end[r] += base;
     return ok;
 }
 

@@ -104,6 +104,31 @@ uint64_t occl_proto_wire_bytes(occl_pfam f, occl_proto p, occl_hw hw, int nranks
     return w > UINT64_MAX / 4 ? UINT64_MAX / 4 : (uint64_t)w;
 }
 
+occl_nvls_loops occl_nvls_shape(uint64_t bytes, int nheads)
+{
+    uint64_t heads = nheads > 0 ? (uint64_t)nheads : 1, ops = OCCL_NVLS_CHANNELS * heads;
+    /* NCCL's ladder, its comparisons as written (nBytes < k x ops x chunk). */
+    uint64_t chunk = 131072;
+    if (bytes / 64 < ops * chunk)
+        chunk = 65536;
+    if (bytes / 8 < ops * chunk)
+        chunk = 32768;
+    if (bytes / 2 < ops * chunk)
+        chunk = 16384;
+    occl_nvls_loops s = {.chunk = chunk, .loop = ops * chunk};
+    s.nloops = bytes ? (bytes - 1) / s.loop + 1 : 0;
+    return s;
+}
+
+uint64_t occl_nvls_channel_bytes(const occl_nvls_loops *s, int nheads, uint64_t bytes, uint64_t l)
+{
+    uint64_t share = (nheads > 0 ? (uint64_t)nheads : 1) * s->chunk;
+    if (l >= s->nloops) /* then l x loop < bytes */
+        return 0;
+    uint64_t left = bytes - l * s->loop;
+    return left < share ? left : share;
+}
+
 /* One comma list (len bytes at s) into *mask: names set, or with '^' all
  * but the names. */
 static int parse_list(const char *s, size_t len, unsigned *mask, char *why, size_t why_size)

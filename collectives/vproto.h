@@ -59,6 +59,34 @@ uint64_t occl_proto_wire_bytes(occl_pfam f, occl_proto p, occl_hw hw, int nranks
 #define OCCL_NVLS_SHARP_BPS 450000000000ull
 bool occl_proto_sharp(occl_hw hw, uint64_t path_bps);
 
+/* NCCL's NVLS all-reduce on one node as its kernel runs it: nvlsChannels
+ * channels (16 on Hopper: NCCL_NVLS_NCHANNELS, NVLS_NCHANNELS_SM90), each
+ * rank a head (the NVLS graph has one channel per GPU, so nHeads = the
+ * node's ranks). The data goes in loops of channels x heads x chunk bytes;
+ * channel c takes bytes [c x heads x chunk, (c+1) x heads x chunk) of each
+ * loop, one chunk per head, so a call smaller than a loop runs on its first
+ * channels only. chunk is 128 KiB, cut to 64 KiB below 64 x channels x
+ * heads x 128 KiB bytes, to 32 KiB below 8 x ... x 64 KiB, to 16 KiB below
+ * 2 x ... x 32 KiB (src/enqueue.cc, NCCL_ALGO_NVLS's chunkSize). Each
+ * channel runs three groups of warps, scatter to the heads, the head's
+ * reduction and multicast through the switch, gather, as a pipeline over
+ * its loops (src/device/all_reduce.h): OCCL_NVLS_STAGES. */
+#define OCCL_NVLS_CHANNELS 16
+#define OCCL_NVLS_STAGES 3
+
+typedef struct occl_nvls_loops {
+    uint64_t chunk;  /* bytes of a head's part of a channel's loop */
+    uint64_t loop;   /* bytes of one loop: channels x heads x chunk */
+    uint64_t nloops; /* loops of the call, the last possibly partial */
+} occl_nvls_loops;
+
+/* The loops of an NVLS all-reduce of `bytes` over nheads heads (>= 1). */
+occl_nvls_loops occl_nvls_shape(uint64_t bytes, int nheads);
+
+/* The bytes the first channel, the busiest, moves in loop l (< nloops) of
+ * an all-reduce of `bytes` shaped as s: heads x chunk, or what is left. */
+uint64_t occl_nvls_channel_bytes(const occl_nvls_loops *s, int nheads, uint64_t bytes, uint64_t l);
+
 /* Parses an OCCL_PROTO value (NCCL_PROTO's syntax: "LL,Simple", "^LL128",
  * per collective "LL;allreduce:^LL", names in any case) into mask[c] for
  * each collective c of ncoll, whose names are coll_names[c]. 0, or -1 with

@@ -8,7 +8,8 @@
  *   all-gather, reduce-scatter   base + (n-1) (a + hop + ceil(wire(B) / b))
  * with base, hop NCCL's baseLat and hwLat of the protocol (ns) and wire()
  * the protocol's bytes on the links; so a small call is fastest with LL and
- * a large one with Simple, as NCCL finds.
+ * a large one with Simple, as NCCL finds. NVLS in the switch: NCCL's chunk
+ * ladder, and its pipeline of k loops taking base + (k + 2) loop times.
  */
 #include <criterion/criterion.h>
 
@@ -123,6 +124,7 @@ Test(vproto, parse_refuses_what_nccl_refuses)
 static const uint64_t A = 2000, B = 100000000000ull; /* 2 us, 100 GB/s per direction */
 static int hop_keys[N][N][2];
 static const char *path_type = "PIX";
+static uint64_t path_lat = A, path_bps = B; /* the NVLS tests change them */
 
 /* n devices on one switch: a path is the sender's link up and the
  * receiver's link down, so a ring step's transfers share nothing. */
@@ -131,7 +133,8 @@ static or_vpath switch_path(void *ctx, int a, int b)
     (void)ctx;
     hop_keys[a][b][0] = 2 * a;
     hop_keys[a][b][1] = 2 * b + 1;
-    return (or_vpath){.latency_ns = A, .bytes_per_s = B, .type = path_type, .nhops = 2, .hops = hop_keys[a][b]};
+    return (or_vpath){.latency_ns = path_lat, .bytes_per_s = path_bps, .type = path_type, .nhops = 2,
+                      .hops = hop_keys[a][b]};
 }
 
 static occl_vsystem make_system(void)
@@ -245,5 +248,77 @@ Test(vproto, small_calls_take_ll_large_ones_simple)
     /* nvls runs Simple only. */
     cr_assert_eq(occl_vmodel_time(&s, &small, OCCL_ALGO_NVLS, OCCL_PROTO_LL, bps), UINT64_MAX);
     cr_assert_neq(occl_vmodel_time(&s, &small, OCCL_ALGO_NVLS, OCCL_PROTO_SIMPLE, bps), UINT64_MAX);
+    free_system(&s);
+}
+
+/* NCCL's NVLS chunk ladder (src/enqueue.cc) for 8 heads on 16 channels:
+ * 128 concurrent chunks; 16 KiB below 8 MiB, 32 KiB below 64 MiB, 64 KiB
+ * below 1 GiB, 128 KiB from there. */
+Test(vproto, nvls_loops_follow_nccls_chunk_ladder)
+{
+    const uint64_t MiB = 1 << 20;
+    struct {
+        uint64_t bytes, chunk;
+    } v[] = {{1, 16384},           {8 * MiB - 1, 16384}, {8 * MiB, 32768},   {64 * MiB - 1, 32768},
+             {64 * MiB, 65536},   {1024 * MiB - 1, 65536}, {1024 * MiB, 131072}, {1ull << 40, 131072}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        occl_nvls_loops l = occl_nvls_shape(v[i].bytes, 8);
+        cr_expect_eq(l.chunk, v[i].chunk, "%llu bytes", (unsigned long long)v[i].bytes);
+        cr_expect_eq(l.loop, 128 * v[i].chunk);
+        cr_expect_eq(l.nloops, (v[i].bytes + l.loop - 1) / l.loop);
+    }
+    /* The first channel takes 8 x chunk of each loop, or what is left. */
+    occl_nvls_loops l = occl_nvls_shape(1024, 8);
+    cr_assert_eq(l.nloops, 1);
+    cr_assert_eq(occl_nvls_channel_bytes(&l, 8, 1024, 0), 1024);
+    l = occl_nvls_shape(2 * MiB + 4096, 8); /* loops of 2 MiB: a full one, then 4 KiB */
+    cr_assert_eq(l.nloops, 2);
+    cr_assert_eq(occl_nvls_channel_bytes(&l, 8, 2 * MiB + 4096, 0), 8 * 16384);
+    cr_assert_eq(occl_nvls_channel_bytes(&l, 8, 2 * MiB + 4096, 1), 4096);
+    cr_assert_eq(occl_nvls_channel_bytes(&l, 8, 2 * MiB + 4096, 2), 0);
+}
+
+static uint64_t nvls_ns(occl_vsystem *s, uint64_t bytes)
+{
+    occl_call ar = {.coll = OCCL_COLL_ALLREDUCE, .type = occlFloat32, .count = bytes / 4};
+    return occl_vmodel_time(s, &ar, OCCL_ALGO_NVLS, OCCL_PROTO_SIMPLE, bps);
+}
+
+/* NVLS in the switch (an NVLink path of 450 GB/s: NVLink SHARP) runs as
+ * NCCL's pipeline: 4 heads on 16 channels, loops of 1 MiB (16 KiB chunks)
+ * below 4 MiB. A call of k loops takes base + (k + 2) loop times once the
+ * paths' latency is out of the way, which the first loop alone pays; a
+ * call within one loop lasts as long as its first channel's share, so it
+ * stops growing once that channel is full (64 KiB). */
+Test(vproto, nvls_in_the_switch_is_a_pipeline_of_loops)
+{
+    const uint64_t MiB = 1 << 20, base = occl_proto_base_ns(OCCL_PFAM_NVLS, OCCL_PROTO_SIMPLE);
+    path_type = "NVL";
+    path_bps = 450000000000ull;
+    occl_vsystem s = make_system();
+    path_lat = 0;
+    uint64_t one = nvls_ns(&s, MiB) - base;
+    cr_assert_gt(one, 0);
+    for (uint64_t k = 1; k <= 3; k++)
+        cr_expect_eq(3 * (nvls_ns(&s, k * MiB) - base), (k + 2) * one, "%llu loops", (unsigned long long)k);
+    uint64_t lat0[4];
+    for (uint64_t k = 1; k <= 3; k++)
+        lat0[k] = nvls_ns(&s, k * MiB);
+    path_lat = A;
+    uint64_t once = nvls_ns(&s, MiB) - lat0[1];
+    cr_assert_gt(once, 0);
+    cr_expect_leq(once, 2 * A, "the latency of the first loop's two phases, not of every loop");
+    for (uint64_t k = 2; k <= 3; k++)
+        cr_expect_eq(nvls_ns(&s, k * MiB) - lat0[k], once, "%llu loops", (unsigned long long)k);
+    /* One loop: the first channel full from 4 x 16 KiB on. */
+    cr_expect_lt(nvls_ns(&s, 16384), nvls_ns(&s, 65536));
+    cr_expect_eq(nvls_ns(&s, 65536), nvls_ns(&s, 512 * 1024));
+    cr_expect_eq(nvls_ns(&s, 65536), nvls_ns(&s, MiB));
+    free_system(&s);
+    /* Below NVLink SHARP's bandwidth nvls is OCCL's one-pass schedule,
+     * charged as it moves its bytes: no plateau. */
+    path_bps = B;
+    s = make_system();
+    cr_expect_lt(nvls_ns(&s, 65536), nvls_ns(&s, MiB));
     free_system(&s);
 }

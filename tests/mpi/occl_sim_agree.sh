@@ -75,6 +75,10 @@ OCCL_ALGO=ring OCCL_PROTO=LL128 case_ "8 ranks, ring/LL128 forced" "$eight" 8 1 
     allreduce:1048576 reduce:65536:4
 OCCL_ALGO=hierarchical,tree case_ "8 ranks, hierarchical or tree" "$eight" 8 1 spread a100 \
     allreduce:2097152 allreduce:64
+# NVLS in an NVLink SHARP switch: NCCL's pipeline of loops (1 KiB and 1 MiB
+# within one loop, 16 MiB in eight).
+OCCL_ALGO=nvls case_ "4 ranks of dgx-h100, nvls in the switch" dgx-h100 4 1 packed h100 \
+    allreduce:256 allreduce:262144 allreduce:4194304
 
 # occl_perf's rows: 4 processes x 2 devices, warm-up and timed calls, out of
 # place then in place, sizes 4 KiB to 4 MiB.

@@ -3,12 +3,13 @@
 # currently meets against the published measurements
 # (docs/calibration/published.csv, docs/virtual-time.md#calibration): a model
 # change that moves it away from them fails here. Tighten the bounds as the
-# model improves; the targets are a median of 10% and a worst of 25% (the
-# worst is NVLS at mid sizes, docs/virtual-time.md#calibration).
+# model improves; the targets are a median of 10% and a worst of 25%, both
+# met (median 4.8%, worst 24.3%: the tree all-reduce of 2 MiB between two
+# nodes, docs/virtual-time.md#calibration).
 set -e
 srcdir=${srcdir:-.}
-MEDIAN=${VALIDATE_MAX_MEDIAN:-8.5}
-WORST=${VALIDATE_MAX_WORST:-38}
+MEDIAN=${VALIDATE_MAX_MEDIAN:-5}
+WORST=${VALIDATE_MAX_WORST:-24.5}
 ./tests/perf/validate_model --max-median "$MEDIAN" --max-worst "$WORST" \
     "$srcdir/docs/calibration/published.csv"
 # A file it cannot read, and a bad row, are refused with a message.

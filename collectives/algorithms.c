@@ -696,7 +696,7 @@ occlResult_t occl_run_call(occl_call *c)
 {
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
-    if (occl_ll_eligible(c)) {
+    if (occl_ll_eligible(c) && (c->ll || occl_ll_wanted(c))) {
         occl_ll_state own = {0};
         return occl_ll_run(c, c->ll ? c->ll : &own);
     }

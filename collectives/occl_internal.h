@@ -471,6 +471,10 @@ uint64_t occl_caller_wait_ns(void);
 /* Whether call c takes the low-latency path: the same answer on every rank
  * of a matching call. */
 bool occl_ll_eligible(const occl_call *c);
+/* For an eligible call: whether it takes the low-latency path, which is
+ * OCCL's choice unless an NCCL tuner plugin decides (a choice of LL takes
+ * it; tuning.c). Asks the tuner: on the communicator's thread only. */
+bool occl_ll_wanted(const occl_call *c);
 /* Run (or, with st->posted, resume) call c on the low-latency path;
  * occlInProgress when st->give_up_ns came first. */
 occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st);

@@ -13,7 +13,9 @@
  *   COLLNET_CHAIN -> hierarchical, NVLS -> nvls; NVLS_TREE and PAT: none.
  *
  * Only the collectives NCCL asks a tuner about (Broadcast, Reduce,
- * AllGather, ReduceScatter, AllReduce) are offered to it.
+ * AllGather, ReduceScatter, AllReduce) are offered to it. A call small
+ * enough for the low-latency path (ll.c) is also offered under LL, and a
+ * choice of LL takes that path (occl_ll_wanted, tuning.c).
  */
 #include <dlfcn.h>
 #include <math.h>

@@ -159,31 +159,54 @@ static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t count, occlD
 }
 
 /* Everyone's input to everyone at once, then an n-way reduction in rank
- * order (so every rank computes the same bits). One step, for small sizes. */
+ * order (so every rank computes the same bits). One step, for small sizes.
+ * Peers' inputs are copied into scratch, or, with in_place (one virtual
+ * node, the call's buffers registered, output apart from input), read where
+ * they are: each receive holds the peer's input mapped, and each send stays
+ * open (post_only) until the peers have reduced from it (resume), so no
+ * rank rewrites its input while another still reads it. */
 static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *input, size_t count,
-                                      occlDataType_t t, const occl_redop *op)
+                                      occlDataType_t t, const occl_redop *op, bool in_place)
 {
     size_t bytes = count * x->es;
-    unsigned char *all = occl_scratch(x->comm, OCCL_SCRATCH_A, bytes * (size_t)x->n);
+    unsigned char *all = in_place ? NULL : occl_scratch(x->comm, OCCL_SCRATCH_A, bytes * (size_t)x->n);
     occl_xfer *xf = calloc((size_t)(2 * x->n), sizeof *xf);
     const void **srcs = calloc((size_t)x->n, sizeof *srcs);
     occlResult_t res = occlSuccess;
-    if (!all)
+    if (!in_place && !all)
         res = occlUnhandledDeviceError; /* occl_scratch said why */
     else if (!xf || !srcs)
         res = occl_fail(occlSystemError, "out of memory");
     int m = 0, me = x->comm->rank;
     for (int j = 0; j < x->n && res == occlSuccess; j++) {
-        srcs[j] = j == me ? input : all + (size_t)j * bytes;
-        if (j != me) {
-            xf[m++] = send_x(j, input, bytes);
-            xf[m++] = recv_x(j, all + (size_t)j * bytes, bytes);
-        }
+        srcs[j] = j == me || in_place ? input : all + (size_t)j * bytes;
+        if (j == me)
+            continue;
+        xf[m] = send_x(j, input, bytes);
+        xf[m++].post_only = in_place;
+        xf[m] = recv_x(j, in_place ? NULL : all + (size_t)j * bytes, bytes);
+        xf[m++].hold = in_place;
     }
     if (res == occlSuccess)
         res = occl_xfers_run(x->comm, xf, m);
+    if (res == occlSuccess && in_place)
+        for (int j = 0, k = 0; j < x->n; j++)
+            if (j != me)
+                srcs[j] = xf[2 * k++ + 1].mapped;
     if (res == occlSuccess)
         occl_reduce_n(recv, srcs, x->n, count, t, op);
+    if (res == occlSuccess && in_place) {
+        int w = 0;
+        for (int k = 0; k < x->n - 1; k++)
+            occl_xfer_release(x->comm, &xf[2 * k + 1]);
+        for (int k = 0; k < x->n - 1; k++) {
+            xf[w] = xf[2 * k];
+            xf[w++].resume = true;
+        }
+        res = occl_xfers_run(x->comm, xf, w); /* the peers are done with this input */
+    } else if (res == occlSuccess) {
+        occl_staged(x->comm, bytes * (size_t)(x->n - 1));
+    }
     free(xf);
     free(srcs);
     return res;
@@ -358,7 +381,13 @@ static occlResult_t all_reduce(const occl_call *c, void *recv)
     } else if (x.n > 1 && algo == OCCL_ALGO_HIERARCHICAL) {
         res = hier_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1 && algo == OCCL_ALGO_DIRECT) {
-        res = direct_all_reduce(&x, recv, input, c->count, c->type, &r.op);
+        /* Registered buffers are read in place; an input that is also the
+         * output is copied, as peers read it while this rank writes. */
+        const unsigned char *ib = input, *ob = recv;
+        bool in_place = !x.comm->network && (ib + bytes <= ob || ob + bytes <= ib) &&
+                        occl_buffer_registered(x.comm, input, bytes) &&
+                        occl_buffer_registered(x.comm, recv, bytes);
+        res = direct_all_reduce(&x, recv, input, c->count, c->type, &r.op, in_place);
     } else if (x.n > 1 && algo == OCCL_ALGO_NVLS) {
         res = nvls_all_reduce(&x, recv, input, c->count, c->type, &r.op);
     } else if (x.n > 1) {
@@ -619,6 +648,7 @@ static occlResult_t all_to_all(const occl_call *c)
         if (!(copy = occl_scratch(x.comm, OCCL_SCRATCH_A, total)))
             return occlUnhandledDeviceError;
         memcpy(copy, send, total);
+        occl_staged(x.comm, total);
         send = copy;
     }
     memmove(recv + (size_t)me * block, send + (size_t)me * block, block);
@@ -666,7 +696,7 @@ occlResult_t occl_run_call(occl_call *c)
 {
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
-    if (occl_ll_eligible(c)) {
+    if (occl_ll_eligible(c) && (c->ll || occl_ll_wanted(c))) {
         occl_ll_state own = {0};
         return occl_ll_run(c, c->ll ? c->ll : &own);
     }

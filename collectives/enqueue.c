@@ -216,7 +216,9 @@ static _Thread_local bool launching_many;
 static bool may_run_on_caller(const occl_task *t)
 {
     return t == launching && !launching_many && t->n == 1 && occl_caller_wait_ns() &&
-           !or_vclock_virtual() && !or_trace_enabled() && occl_ll_eligible(&t->calls[0]);
+           !or_vclock_virtual() && !or_trace_enabled() && occl_ll_eligible(&t->calls[0]) &&
+           /* a tuner's choice is asked on the communicator's thread */
+           !(t->calls[0].comm->tuner && occl_tuner_asks(t->calls[0].coll));
 }
 
 /* When the task reaches the head of its stream, under the device's lock

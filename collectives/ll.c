@@ -435,6 +435,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
                 return res; /* occlInProgress: nothing posted yet, tried again later */
             occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq, bytes);
             memcpy(box->data, c->sendbuff, bytes);
+            occl_staged(comm, bytes);
             box->fp = occl_fp_carried(comm, &st->fp);
             box->bytes = bytes;
             atomic_store(&box->seq, st->seq); /* sequentially consistent: see wake() */

@@ -255,6 +255,10 @@ struct occlComm {
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
     struct occlWindow *wins; /* occlCommWindowRegister's windows (register.c) */
+    /* Bytes this rank copied into OCCL's own memory (scratch, low-latency
+     * boxes) on the way to a result: what reading registered buffers in
+     * place saves. occl_comm_staged_bytes reads it (tests, OCCL_DEBUG). */
+    _Atomic uint64_t staged_bytes;
     /* occlCommShrink's children so far, per remaining set: only the
      * remaining ranks call it, so the split counter may differ between them
      * and an excluded rank; a count per set is the same on all callers. */
@@ -467,6 +471,10 @@ uint64_t occl_caller_wait_ns(void);
 /* Whether call c takes the low-latency path: the same answer on every rank
  * of a matching call. */
 bool occl_ll_eligible(const occl_call *c);
+/* For an eligible call: whether it takes the low-latency path, which is
+ * OCCL's choice unless an NCCL tuner plugin decides (a choice of LL takes
+ * it; tuning.c). Asks the tuner: on the communicator's thread only. */
+bool occl_ll_wanted(const occl_call *c);
 /* Run (or, with st->posted, resume) call c on the low-latency path;
  * occlInProgress when st->give_up_ns came first. */
 occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st);
@@ -542,6 +550,15 @@ const char *occl_algo_name(occl_algo a);
 void occl_comm_quiesce(occlComm_t comm);
 /* Frees the registrations left on comm (register.c). */
 void occl_regs_release(occlComm_t comm);
+/* [p, p + bytes) lies in one of comm's registrations (occlCommRegister) or
+ * windows (occlCommWindowRegister). */
+bool occl_buffer_registered(occlComm_t comm, const void *p, size_t bytes);
+/* The staged-bytes counter above; a debug query for tests, not in occl.h. */
+uint64_t occl_comm_staged_bytes(occlComm_t comm);
+static inline void occl_staged(occlComm_t comm, size_t bytes)
+{
+    atomic_fetch_add_explicit(&comm->staged_bytes, bytes, memory_order_relaxed);
+}
 /* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */
 const char *occl_algo_setting_error(void);
 

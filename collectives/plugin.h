@@ -67,10 +67,15 @@ void occl_tuner_comm_fini(occlComm_t comm);
 /* The tuner's choice for c among the algorithms in `avail` (a bit per
  * occl_algo), given OCCL's own costs (us, INFINITY: not by itself), in
  * virtual time the model's estimates per algorithm and protocol (ns,
- * UINT64_MAX: none; else NULL), and OCCL's own choice. Only called with
- * comm->tuner set. */
+ * UINT64_MAX: none; else NULL), and OCCL's own choice. ll_us >= 0: the call
+ * may take the low-latency path (ll.c), offered under LL at that cost where
+ * the model did not price LL; a choice of LL then takes it. Only called
+ * with comm->tuner set. */
 occl_choice occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us,
-                              const uint64_t (*est_ns)[OCCL_NUM_PROTOS], occl_choice own);
+                              const uint64_t (*est_ns)[OCCL_NUM_PROTOS], occl_choice own,
+                              double ll_us);
+/* Whether NCCL asks a tuner about collective c (Broadcast .. AllReduce). */
+bool occl_tuner_asks(occl_coll c);
 
 /* ---- profiler (profiler.c) ---- */
 

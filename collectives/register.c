@@ -1,11 +1,11 @@
 /*
  * collectives/register.c - occlMemAlloc/occlMemFree, occlCommMemStats and
- * buffer registration (occlCommRegister/occlCommDeregister). OCCL's transfers read and write
- * device memory directly whether or not it is registered, so registration
- * changes no data path: it is recorded per communicator and checked (the
- * range must be device memory of the communicator's device), as NCCL
- * checks it, so code written for NCCL's registration runs unchanged. The
- * same holds for symmetric memory windows (occlCommWindowRegister).
+ * buffer registration (occlCommRegister/occlCommDeregister). Registrations
+ * and symmetric memory windows (occlCommWindowRegister) are recorded per
+ * communicator and checked (the range must be device memory of the
+ * communicator's device), as NCCL checks them; a call whose buffers lie in
+ * them may read its peers' inputs in place where it would otherwise copy
+ * them into scratch (occl_buffer_registered, algorithms.c).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -186,6 +186,26 @@ occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUser
                                            "communicator", (void *)win);
     *outUserPtr = user;
     return occlSuccess;
+}
+
+bool occl_buffer_registered(occlComm_t comm, const void *p, size_t bytes)
+{
+    const char *b = p;
+    bool found = false;
+    pthread_mutex_lock(&reg_lock);
+    for (struct occl_reg *r = comm->regs; r && !found; r = r->next)
+        found = b >= r->begin && bytes <= r->bytes && (size_t)(b - r->begin) <= r->bytes - bytes;
+    for (struct occlWindow *w = comm->wins; w && !found; w = w->next) {
+        const char *u = w->user;
+        found = b >= u && bytes <= w->bytes && (size_t)(b - u) <= w->bytes - bytes;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
+uint64_t occl_comm_staged_bytes(occlComm_t comm)
+{
+    return occl_comm_valid(comm) ? atomic_load(&comm->staged_bytes) : 0;
 }
 
 void occl_regs_release(occlComm_t comm)

@@ -13,7 +13,9 @@
  *   COLLNET_CHAIN -> hierarchical, NVLS -> nvls; NVLS_TREE and PAT: none.
  *
  * Only the collectives NCCL asks a tuner about (Broadcast, Reduce,
- * AllGather, ReduceScatter, AllReduce) are offered to it.
+ * AllGather, ReduceScatter, AllReduce) are offered to it. A call small
+ * enough for the low-latency path (ll.c) is also offered under LL, and a
+ * choice of LL takes that path (occl_ll_wanted, tuning.c).
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -178,8 +180,11 @@ static ncclResult_t ask(struct occl_tuner_comm *t, ncclFunc_t f, size_t bytes, f
     }
 }
 
+bool occl_tuner_asks(occl_coll c) { return nccl_func(c) >= 0; }
+
 occl_choice occl_tuner_choose(const occl_call *c, unsigned avail, const double *cost_us,
-                              const uint64_t (*est_ns)[OCCL_NUM_PROTOS], occl_choice own)
+                              const uint64_t (*est_ns)[OCCL_NUM_PROTOS], occl_choice own,
+                              double ll_us)
 {
     occlComm_t comm = c->comm;
     struct occl_tuner_comm *t = comm->tuner;
@@ -208,10 +213,19 @@ occl_choice occl_tuner_choose(const occl_call *c, unsigned avail, const double *
                 table[id][p] = (float)((double)est_ns[a][p] / 1e3);
                 offered[id][p] = modelled = true;
             }
-        /* Else the cost formulas, under the protocol OCCL reports. */
+        /* Else the cost formulas, under Simple (the protocol OCCL reports
+         * unless OCCL_PROTO excludes it). */
+        occl_proto bulk = own.proto == OCCL_PROTO_LL && ll_us >= 0 ? OCCL_PROTO_SIMPLE : own.proto;
         if (!modelled) {
-            table[id][own.proto] = isfinite(cost_us[a]) ? (float)cost_us[a] : LAST_RESORT_US;
-            offered[id][own.proto] = true;
+            table[id][bulk] = isfinite(cost_us[a]) ? (float)cost_us[a] : LAST_RESORT_US;
+            offered[id][bulk] = true;
+        }
+        /* A call the low-latency path can take: that path under LL, in every
+         * algorithm's row (the path is one step whatever the algorithm),
+         * OCCL's own row a hair cheaper so an untouched table keeps it. */
+        if (ll_us >= 0 && !offered[id][NCCL_PROTO_LL]) {
+            table[id][NCCL_PROTO_LL] = (float)ll_us + (a == (int)own.algo ? 0.0f : 0.01f);
+            offered[id][NCCL_PROTO_LL] = true;
         }
     }
     t->calls++;

@@ -439,6 +439,21 @@ occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const ui
 
 occl_algo occl_plan(const occl_call *c) { return occl_plan_choice(c).algo; }
 
+/* The low-latency path (ll.c): one hand-shake, then each rank reads the
+ * boxes it needs (all n for the symmetric collectives) at memory speed. */
+static double ll_cost_us(const occl_call *c)
+{
+    double bytes = (double)c->count * (double)occl_type_size(c->type);
+    return 2.0 + (double)c->comm->nranks * bytes / (BETA_NODE_GBS * 1e3);
+}
+
+bool occl_ll_wanted(const occl_call *c)
+{
+    if (!c->comm->tuner || !occl_tuner_asks(c->coll))
+        return true; /* OCCL's own decision: the call is small enough */
+    return occl_plan_choice(c).proto == OCCL_PROTO_LL;
+}
+
 occl_choice occl_plan_choice(const occl_call *c)
 {
     pthread_once(&parse_once, parse_env);
@@ -467,7 +482,17 @@ occl_choice occl_plan_choice(const occl_call *c)
         pick = choice.algo;
     }
     if (comm->tuner) { /* an NCCL tuner plugin has the last word (tuner.c) */
-        choice = occl_tuner_choose(c, mask, costs, e ? e->est_ns : NULL, (occl_choice){pick, choice.proto});
+        /* A call the low-latency path may take is offered under LL too, and
+         * that path is OCCL's own choice for it (ll.c). */
+        double ll_us = -1;
+        occl_proto own_proto = choice.proto;
+        if ((pmask & (1u << OCCL_PROTO_LL)) && occl_ll_eligible(c)) {
+            ll_us = ll_cost_us(c);
+            if (!e)
+                own_proto = OCCL_PROTO_LL;
+        }
+        choice = occl_tuner_choose(c, mask, costs, e ? e->est_ns : NULL, (occl_choice){pick, own_proto},
+                                   ll_us);
         pick = choice.algo;
     }
     if (timed)

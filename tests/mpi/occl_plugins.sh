@@ -95,9 +95,44 @@ fi
 if run 2 1 1 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=RING TEST_TUNER_PROTO=LL &&
     [ "$(choices)" = "direct " ] &&
     echo "$out" | grep -q "tuner plugin chose COLLNET_DIRECT/SIMPLE: direct/Simple (OCCL's own: direct/Simple)"; then
-    ok "no LL offered in wall time: the table's cheapest"
+    ok "no LL offered in wall time across nodes: the table's cheapest"
 else
-    fail "no LL offered in wall time"
+    fail "no LL offered in wall time across nodes"
+fi
+
+# Within one node a call small enough for the low-latency path (ll.c) is
+# offered under LL, and a tuner's choice of LL takes that path (every call
+# logged as it), of Simple the algorithm it names. ll_runs: calls that took it.
+ll_runs() { echo "$out" | grep -c "low-latency path, on the communicator's thread" || true; }
+if run 2 1 2 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=RING TEST_TUNER_PROTO=LL &&
+    asked=$(echo "$out" | grep -c "tuner plugin chose RING/LL: ring/LL (OCCL's own: [a-z]*/LL)" || true) &&
+    [ "$asked" -gt 0 ] && [ "$(ll_runs)" -eq "$asked" ]; then
+    ok "LL within a node takes the low-latency path ($asked calls)"
+else
+    fail "LL within a node takes the low-latency path ($(ll_runs) runs)"
+fi
+if run 2 1 2 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=RING &&
+    echo "$out" | grep -q "tuner plugin chose RING/SIMPLE: ring/Simple (OCCL's own: [a-z]*/LL)" &&
+    [ "$(choices)" = "ring " ] && [ "$(ll_runs)" -eq 0 ]; then
+    ok "Simple within a node: the ring, not the low-latency path"
+else
+    fail "Simple within a node: '$(choices)', $(ll_runs) low-latency runs"
+fi
+# An untouched table keeps OCCL's own choice: the low-latency path.
+if run 2 1 2 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=KEEP &&
+    asked=$(echo "$out" | grep -c "tuner plugin chose [A-Z_]*/LL: \([a-z]*\)/LL (OCCL's own: \1/LL)" || true) &&
+    [ "$asked" -gt 0 ] && [ "$(ll_runs)" -eq "$asked" ]; then
+    ok "an untouched table keeps the low-latency path"
+else
+    fail "an untouched table keeps the low-latency path ($(ll_runs) runs)"
+fi
+# Above OCCL_LL_MAX_BYTES the path is not offered: LL is ignored.
+if run 2 1 2 OCCL_LL_MAX_BYTES=1024 OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so TEST_TUNER_ALGO=RING \
+    TEST_TUNER_PROTO=LL && [ "$(ll_runs)" -eq 0 ] &&
+    echo "$out" | grep -q "tuner plugin chose [A-Z_]*/SIMPLE: [a-z]*/Simple (OCCL's own: [a-z]*/Simple)"; then
+    ok "no LL offered above OCCL_LL_MAX_BYTES"
+else
+    fail "no LL offered above OCCL_LL_MAX_BYTES ($(ll_runs) runs)"
 fi
 
 # OCCL_ALGO still limits what the tuner is offered: it cannot get tree.

@@ -73,7 +73,7 @@ row() { # HOSTS WHAT UNIT OCCL MPICH BIGGER-IS-BETTER(1/0) JOB
     local ratio
     ratio=$(awk -v o="$4" -v m="$5" -v b="$6" 'BEGIN {
         if (o == "" || m == "" || o + 0 == 0 || m + 0 == 0) { print "-"; exit }
-        printf "%.2f", b ? o / m : m / o }')
+        r = b ? o / m : m / o; printf (r < 0.1 ? "%.3f" : "%.2f"), r }')
     printf '| %s | %s | %s %s | %s %s | %s | %s → %s |\n' "$1" "$2" "${4:-?}" "$3" "${5:-?}" "$3" "$ratio" \
         "$(cat "$out/$7.load0")" "$(cat "$out/$7.load1")" >>"$rows"
 }

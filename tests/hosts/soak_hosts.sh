@@ -61,8 +61,13 @@ if kill -0 "$job" 2>/dev/null; then
     if [ $done_for -ge 30 ] && [ -n "$ranks" ] && command -v gdb >/dev/null 2>&1; then
         in_finalize=0
         for pid in $ranks; do
-            timeout 30 gdb -p "$pid" -batch -nx -ex 'thread apply 1 bt' 2>/dev/null |
-                grep -q 'PMPI_Finalize' && in_finalize=$((in_finalize + 1))
+            bt=$(timeout 30 gdb -p "$pid" -batch -nx -ex 'thread apply 1 bt' 2>/dev/null)
+            if grep -q 'PMPI_Finalize' <<<"$bt"; then
+                in_finalize=$((in_finalize + 1))
+            else # say where it was, for the next look at the hang
+                echo "soak hosts: rank process $pid not in PMPI_Finalize:"
+                grep '^#' <<<"$bt" | head -n 8 | sed 's/^/    /'
+            fi
         done
         [ "$in_finalize" -eq "$(echo "$ranks" | wc -w)" ] && hung=finalize
     fi

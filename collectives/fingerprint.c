@@ -247,6 +247,48 @@ occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
     return fail_with(comm, &n);
 }
 
+/* Take one message addressed to this rank from the communicator's control
+ * context, if one has come: a mismatch notice, or a peer's "waiting"
+ * message (tell_waiting). False when there was none. */
+static bool take_notice(occlComm_t comm)
+{
+    int flag = 0;
+    MPI_Status st;
+    MPI_Message msg;
+    MPI_Improbe(MPI_ANY_SOURCE, occl_ctl_tag(comm, comm->rank), comm->job.ctl_comm, &flag, &msg, &st);
+    if (!flag)
+        return false;
+    /* Notices have one size; anything else is taken and dropped. */
+    occl_notice n = {0};
+    int bytes = 0;
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    void *buf = bytes == (int)sizeof n ? (void *)&n : malloc(bytes > 0 ? (size_t)bytes : 1);
+    MPI_Mrecv(buf, buf ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    if (buf != &n)
+        free(buf);
+    /* A notice to an earlier communicator of this tag slot is stale. */
+    if (buf == &n && n.comm_id == comm->id && n.kind == OCCL_NOTICE_MISMATCH) {
+        comm->notice = n;
+        comm->noticed = true;
+    } else if (buf == &n && n.comm_id == comm->id && n.rank[0] >= 0 && n.rank[0] < comm->nranks &&
+               waits_ready(comm)) {
+        /* A peer waits for this rank in a collective, or in a Recv of
+         * transfer n.seq: occl_fp_check_wait compares when this rank waits
+         * for that peer. */
+        struct occl_peer_wait *w = &comm->waits[n.rank[0]];
+        if (n.fp[0].seq)
+            w->heard = n.fp[0];
+        if (n.sending) {
+            w->heard_send = n.fp[0];
+            w->heard_send_xfer = n.seq;
+        } else {
+            w->heard_recv = n.fp[0];
+            w->heard_xfer = n.seq;
+        }
+    }
+    return true;
+}
+
 occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net)
 {
     if (!comm->noticed) {
@@ -255,41 +297,11 @@ occlResult_t occl_notice_check(occlComm_t comm, bool p2p, bool probe_net)
             comm->notice = c->notice;
             comm->noticed = true;
         } else if (probe_net && comm->network) {
-            int flag = 0;
-            MPI_Status st;
-            MPI_Message msg;
-            MPI_Improbe(MPI_ANY_SOURCE, occl_ctl_tag(comm, comm->rank), comm->job.ctl_comm, &flag, &msg,
-                        &st);
-            if (flag) {
-                /* Notices have one size; anything else is taken and dropped. */
-                occl_notice n = {0};
-                int bytes = 0;
-                MPI_Get_count(&st, MPI_BYTE, &bytes);
-                void *buf = bytes == (int)sizeof n ? (void *)&n : malloc(bytes > 0 ? (size_t)bytes : 1);
-                MPI_Mrecv(buf, buf ? bytes : 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-                if (buf != &n)
-                    free(buf);
-                /* A notice to an earlier communicator of this tag slot is stale. */
-                if (buf == &n && n.comm_id == comm->id && n.kind == OCCL_NOTICE_MISMATCH) {
-                    comm->notice = n;
-                    comm->noticed = true;
-                } else if (buf == &n && n.comm_id == comm->id && n.rank[0] >= 0 &&
-                           n.rank[0] < comm->nranks && waits_ready(comm)) {
-                    /* A peer waits for this rank in a collective, or in a
-                     * Recv of transfer n.seq: occl_fp_check_wait compares
-                     * when this rank waits for that peer. */
-                    struct occl_peer_wait *w = &comm->waits[n.rank[0]];
-                    if (n.fp[0].seq)
-                        w->heard = n.fp[0];
-                    if (n.sending) {
-                        w->heard_send = n.fp[0];
-                        w->heard_send_xfer = n.seq;
-                    } else {
-                        w->heard_recv = n.fp[0];
-                        w->heard_xfer = n.seq;
-                    }
-                }
-            }
+            /* Everything that has come (each peer has at most one "waiting"
+             * message in flight to this rank, see tell_waiting), so the
+             * latest of each is what is compared. */
+            for (int k = 0; k < comm->nranks && !comm->noticed && take_notice(comm); k++)
+                ;
         }
     }
     /* A network peer waits for this rank in this collective under another
@@ -318,7 +330,12 @@ static bool waits_ready(occlComm_t comm)
 }
 
 /* Tell network peer j which call this rank waits in, once per call (a
- * Recv: once per transfer); the previous message must be gone first. */
+ * Recv: once per transfer). The message is synchronous and the previous one
+ * must have been received first: j takes these only when it waits itself
+ * (occl_notice_check), and a rank that seldom waits would otherwise collect
+ * them in MPI's unexpected queue for as long as the communicator lives - over
+ * UCX's tcp each held message pins a receive buffer of several KiB, and a
+ * long run's memory grew by hundreds of MB. */
 static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t xfer_seq, bool sending)
 {
     struct occl_peer_wait *w = &comm->waits[j];
@@ -335,8 +352,8 @@ static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t x
                            .seq = xfer_seq, .rank = {comm->rank, j}, .fp = {*mine}};
     w->told = mine->seq;
     *told_xfer = xfer_seq;
-    MPI_Isend(&w->msg, sizeof w->msg, MPI_BYTE, comm->peers[j].world_rank, occl_ctl_tag(comm, j),
-              comm->job.ctl_comm, &w->req);
+    MPI_Issend(&w->msg, sizeof w->msg, MPI_BYTE, comm->peers[j].world_rank, occl_ctl_tag(comm, j),
+               comm->job.ctl_comm, &w->req);
 }
 
 /* Ways a wait for peer j can never end:

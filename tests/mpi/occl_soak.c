@@ -20,7 +20,12 @@
  * leak of memory, streams, IPC mappings, communicator state or descriptors
  * per operation fails the run.
  *
- *   occl_soak [--ops N] [--seed S] [--warmup PCT] [--sample N] [--tolerance PCT] [--verbose]
+ *   occl_soak [--ops N] [--seed S] [--warmup PCT] [--sample N] [--tolerance PCT] [--progress]
+ *             [--verbose]
+ *
+ * --progress: every process prints each of its samples as it takes it, with
+ * the seconds since the random run began (a long run shows how far it got);
+ * --verbose: that, and every operation before it runs.
  *
  * Rank 0 prints the figures: operations of each kind, time, and per process
  * the resident set and descriptors at the baseline, the least and the most
@@ -85,7 +90,7 @@ static unsigned char *bufa[MAX_DEVS][SLOTS], *bufb[MAX_DEVS][SLOTS];
 static unsigned char *peer_src[MAX_DEVS], *peer_dst[MAX_DEVS];
 static orIpcMemHandle_t *peer_handles; /* [2 * G]: src, dst of every device */
 static unsigned char *host, *want;     /* staging and the reference */
-static bool verbose;
+static bool verbose, progress;
 
 /* Comm k groups global device g with the devices of the same color, ranked
  * by g: 0 the job; 1 even and odd devices; 2 the first and the second half
@@ -750,10 +755,12 @@ int main(int argc, char **argv)
         else if (strncmp(a, "--tolerance=", 12) == 0)
             tolerance = arg_long(v, "--tolerance", 0, 100);
         else if (strcmp(a, "--verbose") == 0)
-            verbose = true;
+            verbose = progress = true;
+        else if (strcmp(a, "--progress") == 0)
+            progress = true;
         else {
             fprintf(stderr, "usage: occl_soak [--ops=N] [--seed=S] [--warmup=PCT] [--sample=N] "
-                            "[--tolerance=PCT] [--verbose]\n");
+                            "[--tolerance=PCT] [--progress] [--verbose]\n");
             return 2;
         }
     }
@@ -864,10 +871,12 @@ int main(int argc, char **argv)
                 lo[f] = now[f] < lo[f] ? now[f] : lo[f];
                 hi[f] = now[f] > hi[f] ? now[f] : hi[f];
             }
-            if (verbose)
-                printf("occl_soak: rank %d after %ld operations: private RSS %ld KiB, %ld fds, device "
-                       "memory %ld KiB, RSS %ld KiB of which shared memory %ld KiB\n",
-                       ci.rank, done, now[0], now[1], now[2], now[3], now[4]);
+            if (progress) {
+                printf("occl_soak: rank %d after %ld operations (%.1f s): private RSS %ld KiB, %ld fds, "
+                       "device memory %ld KiB, RSS %ld KiB of which shared memory %ld KiB\n",
+                       ci.rank, done, now_s() - t0, now[0], now[1], now[2], now[3], now[4]);
+                fflush(stdout);
+            }
             flat_or_fail(base, now, tolerance, done);
             next_sample += sample;
         }

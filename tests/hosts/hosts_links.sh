@@ -13,33 +13,12 @@
 # (CI=true) that is a failure.
 set -u
 srcdir=${srcdir:-.}
-hosts="bash $srcdir/tests/hosts/or-hosts"
+name="hosts links"
 id=l$$
 topo="nodes:2 devices:1 inter:50MB/s,2ms"
-passed=0
-failed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL $1"; failed=$((failed + 1)); }
-out=$(mktemp -d)
-trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
-
-if ! why=$($hosts check); then
-    if [ "${CI:-}" = true ]; then
-        echo "hosts links: FAIL: CI must be able to make test hosts: $why"
-        exit 1
-    fi
-    echo "hosts links: SKIP: $why"
-    exit 77
-fi
-for prog in launch/orrun tests/perf/occl_perf; do
-    [ -x "$prog" ] || { echo "hosts links: $prog is not built"; exit 99; }
-done
-if ! $hosts --id "$id" up 2 >"$out/up" 2>&1; then
-    cat "$out/up"
-    echo "hosts links: FAIL: or-hosts up 2"
-    exit 1
-fi
-holder() { $hosts --id "$id" list | awk -v h="$1" '$1 == h {print $3}'; }
+. "$srcdir/tests/hosts/lib.sh"
+hosts_require launch/orrun launch/orlinkemu tests/perf/occl_perf tests/hosts/rtt_probe
+hosts_up 2
 qdisc_of() { nsenter -t "$(holder "$1")" -n tc qdisc show dev eth0; }
 shaped() { qdisc_of "$1" | grep -q 'netem\|tbf'; }
 orrun=(./launch/orrun -n 2 -d 1 --hosts h1,h2 --launcher-exec "$srcdir/tests/hosts/or-hosts-launch"

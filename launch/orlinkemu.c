@@ -569,6 +569,8 @@ static int serve(emu *e, int ready_fd)
     receive(e);
     send_due(e, true);
     unplumb(e->o.dev, e->tap_in, e->made_clsact);
+    /* Free the name before answering: once --stop returns, a new emulator may start. */
+    close(e->ctl);
     if (answer >= 0) {
         char buf[512];
         stats(e, buf, sizeof buf);

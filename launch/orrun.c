@@ -20,8 +20,8 @@
  * variables (PMI_RANK, ...) and execs the program. Values are checked with the
  * runtime's own table and parser, so orrun accepts exactly what the runtime
  * accepts.
- * --emulate-links shapes each host's network interface with tc, from the
- * topology's NICs, for the job's length (then orrun waits for mpiexec instead
+ * --emulate-links shapes each host's network interface with tc (netem, else
+ * orlinkemu, else tbf), from the topology's NICs, for the job's length (then orrun waits for mpiexec instead
  * of becoming it).
  * --dry-run prints the plan instead: virtual nodes, and each device's cores
  * and NUMA node as the runtime's placement will choose them. docs/orrun.md
@@ -150,7 +150,8 @@ static void usage(FILE *f)
             "                      (through the launcher, as root there) gives the\n"
             "                      interface of UCX_NET_DEVICES (default eth0) the rate\n"
             "                      and latency of the NICs of topology node k (host k of\n"
-            "                      the list); removed when the job ends\n"
+            "                      the list): netem, else orlinkemu (beside orrun), else\n"
+            "                      tbf (rate only); removed when the job ends\n"
             "  --dry-run           print the plan (virtual nodes, each device's cores and\n"
             "                      NUMA node) and the mpiexec command; launch nothing\n"
             "  -h, --help          print this help\n"

@@ -53,9 +53,10 @@ shm_of() { $hosts --id "$id" exec "$1" ls -A /dev/shm; }
 # The job: 4 ranks on h1 and h2 all-reducing ITERATIONS times ELEMENTS floats
 # into $out/CASE; mpiexec's pid in $job (or-hosts exec, nsenter, env and
 # orrun each exec the next).
-start_job() { # CASE ITERATIONS ELEMENTS
+start_job() { # CASE ITERATIONS ELEMENTS [OCCL_TIMEOUT_MS]
+    rm -rf "${out:?}/$1"
     mkdir -p "$out/$1"
-    $hosts --id "$id" exec h1 env OCCL_TIMEOUT_MS=$timeout_ms ./launch/orrun -n 4 -d 1 --hosts h1:2,h2:2 \
+    $hosts --id "$id" exec h1 env OCCL_TIMEOUT_MS=${4:-$timeout_ms} ./launch/orrun -n 4 -d 1 --hosts h1:2,h2:2 \
         --launcher-exec "$srcdir/tests/hosts/or-hosts-launch" -- \
         ./tests/hosts/host_fault "$out/$1" "$2" "$3" >"$out/$1/job" 2>&1 &
     job=$!
@@ -147,7 +148,7 @@ finish_job
 # ---- loss and jitter ------------------------------------------------------
 # launch/orlinkemu on both hosts' eth0: 5% of the frames dropped, the others
 # delayed 0 to 50 ms (25 +- 25 ms) and allowed to overtake each other; no
-# netem needed.
+# netem needed. The job waits for its peers up to 60 s (OCCL_TIMEOUT_MS).
 case_loss() {
 local h shaped=0
 for h in h1 h2; do
@@ -160,7 +161,9 @@ if [ $shaped -ne 2 ]; then
 else
     what="5% loss, 0-50 ms delay (orlinkemu)"
     t0=$(now)
-    start_job loss 10 65536
+    # TCP's retransmission timeouts double after each loss: over these links
+    # a transfer may make no progress for longer than 3 s and still complete.
+    start_job loss 10 65536 60000
     for _ in $(seq 900); do
         [ "$(ls "$out/loss"/rank.* 2>/dev/null | wc -l)" -eq 4 ] && break
         kill -0 "$job" 2>/dev/null || break

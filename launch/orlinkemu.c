@@ -59,6 +59,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -231,6 +232,9 @@ static int ask(const char *dev, const char *word)
         close(fd);
         return -1;
     }
+    /* An emulator that does not answer within 30 s is not waited for longer. */
+    struct timeval limit = {30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     char buf[512];
     ssize_t got;
     while ((got = read(fd, buf, sizeof buf)) > 0 || (got < 0 && errno == EINTR))

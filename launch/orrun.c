@@ -20,8 +20,8 @@
  * variables (PMI_RANK, ...) and execs the program. Values are checked with the
  * runtime's own table and parser, so orrun accepts exactly what the runtime
  * accepts.
- * --emulate-links shapes each host's network interface with tc, from the
- * topology's NICs, for the job's length (then orrun waits for mpiexec instead
+ * --emulate-links shapes each host's network interface with tc (netem, else
+ * orlinkemu, else tbf), from the topology's NICs, for the job's length (then orrun waits for mpiexec instead
  * of becoming it).
  * --dry-run prints the plan instead: virtual nodes, and each device's cores
  * and NUMA node as the runtime's placement will choose them. docs/orrun.md
@@ -150,7 +150,8 @@ static void usage(FILE *f)
             "                      (through the launcher, as root there) gives the\n"
             "                      interface of UCX_NET_DEVICES (default eth0) the rate\n"
             "                      and latency of the NICs of topology node k (host k of\n"
-            "                      the list); removed when the job ends\n"
+            "                      the list): netem, else orlinkemu (beside orrun), else\n"
+            "                      tbf (rate only); removed when the job ends\n"
             "  --dry-run           print the plan (virtual nodes, each device's cores and\n"
             "                      NUMA node) and the mpiexec command; launch nothing\n"
             "  -h, --help          print this help\n"
@@ -664,13 +665,15 @@ static const char *const exec_rank_option = "--exec-rank";
  * such link beyond: NIC to NIC, the 'inter' latency of a synthetic string),
  * on the egress of the interface UCX uses there. A packet crosses one
  * shaped egress on its way, so each direction gets the NIC's rate and the
- * whole NIC-to-NIC latency. */
+ * whole NIC-to-NIC latency. The shaping is netem's where the kernel has it;
+ * else orlinkemu's (delay and rate, no netem needed: installed beside
+ * orrun), else tbf's (rate only). */
 typedef struct {
     char host[256];
     int node;        /* topology node */
     double rate;     /* bytes/s */
     double delay_ns; /* added one-way latency */
-    bool shaped;
+    char how[16];    /* what shapes it: netem, orlinkemu, tbf; empty: nothing */
 } link_plan;
 
 /* The interface to shape: UCX_NET_DEVICES's first device (as "eth0" or
@@ -804,8 +807,30 @@ static link_plan *plan_links(const options *o, int *count)
     return plan;
 }
 
+/* orlinkemu beside this program (a build tree's orrun runs from .libs),
+ * as the hosts have it at the same path as orrun itself; "orlinkemu" (the
+ * PATH's) if this one's path cannot go into a shell command as it is. */
+static const char *linkemu_path(void)
+{
+    static char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (n <= 0)
+        return "orlinkemu";
+    path[n] = '\0';
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    if (slash - path >= 6 && strcmp(slash - 6, "/.libs") == 0)
+        slash[-6] = '\0';
+    strcat(path, "/orlinkemu");
+    for (const char *c = path; *c; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,+-/", *c))
+            return "orlinkemu";
+    return path;
+}
+
 /* The shell command that shapes dev on a host, printing what it used:
- * netem (rate and delay), or tbf (rate only) where the kernel has no netem. */
+ * netem (rate and delay); else, for a delay, orlinkemu (rate and delay);
+ * else tbf (rate only). */
 static void shape_command(const link_plan *p, const char *dev, char *buf, size_t size)
 {
     /* tbf's bucket: 10 ms of the rate, and at least a few 64 KiB segments
@@ -822,8 +847,10 @@ static void shape_command(const link_plan *p, const char *dev, char *buf, size_t
     if (p->delay_ns >= 1000)
         snprintf(buf, size,
                  "if tc qdisc replace dev %s root netem delay %lldus rate %.0fbps limit 100000 "
-                 "2>/dev/null; then echo netem; else %s && echo tbf; fi",
-                 dev, (long long)(p->delay_ns / 1000 + 0.5), p->rate, tbf);
+                 "2>/dev/null; then echo netem; elif %s --delay %lldus --rate %.0f %s; then echo "
+                 "orlinkemu; else %s && echo tbf; fi",
+                 dev, (long long)(p->delay_ns / 1000 + 0.5), p->rate, linkemu_path(),
+                 (long long)(p->delay_ns / 1000 + 0.5), p->rate, dev, tbf);
     else
         snprintf(buf, size, "%s && echo tbf", tbf);
 }
@@ -886,28 +913,32 @@ static int run_on_host(const char *launcher, const char *host, const char *comma
 
 static void unshape_links(const char *launcher, link_plan *plan, int n, const char *dev)
 {
-    char cmd[128], out[1024];
-    snprintf(cmd, sizeof cmd, "tc qdisc del dev %s root", dev);
+    char cmd[4200], out[1024];
     for (int k = 0; k < n; k++) {
-        if (!plan[k].shaped)
+        if (!plan[k].how[0])
             continue;
+        if (strcmp(plan[k].how, "orlinkemu") == 0)
+            snprintf(cmd, sizeof cmd, "%s --stop %s >/dev/null", linkemu_path(), dev);
+        else
+            snprintf(cmd, sizeof cmd, "tc qdisc del dev %s root", dev);
         if (run_on_host(launcher, plan[k].host, cmd, out, sizeof out) != 0)
             fprintf(stderr, "orrun: warning: --emulate-links: cannot remove the shaping of %s "
                             "on %s ('%s'): %s\n", dev, plan[k].host, cmd, out);
-        plan[k].shaped = false;
+        plan[k].how[0] = '\0';
     }
 }
 
 /* Shape every host; on a failure, undo the hosts already shaped. */
 static int shape_links(const char *launcher, link_plan *plan, int n, const char *dev)
 {
-    char cmd[768], out[1024];
+    char cmd[8192], out[1024];
     for (int k = 0; k < n; k++) {
         link_plan *p = &plan[k];
         shape_command(p, dev, cmd, sizeof cmd);
         int rc = run_on_host(launcher, p->host, cmd, out, sizeof out);
         const char *how = strrchr(out, '\n') ? strrchr(out, '\n') + 1 : out;
-        if (rc != 0 || (strcmp(how, "netem") != 0 && strcmp(how, "tbf") != 0)) {
+        if (rc != 0 || (strcmp(how, "netem") != 0 && strcmp(how, "orlinkemu") != 0 &&
+                        strcmp(how, "tbf") != 0)) {
             fprintf(stderr,
                     "orrun: --emulate-links: cannot shape %s on %s with tc (it needs iproute2 "
                     "and root there): %s exited %d: %s\n",
@@ -915,15 +946,15 @@ static int shape_links(const char *launcher, link_plan *plan, int n, const char 
             unshape_links(launcher, plan, k, dev);
             return -1;
         }
-        p->shaped = true;
+        snprintf(p->how, sizeof p->how, "%.*s", (int)sizeof p->how - 1, how);
         fprintf(stderr, "orrun: emulating links: %s %s: %.6g MB/s, %.6g us (%s)\n", p->host, dev,
-                p->rate / 1e6, p->delay_ns / 1e3,
-                strcmp(how, "netem") == 0 ? "netem" : "tbf");
+                p->rate / 1e6, p->delay_ns / 1e3, p->how);
         if (strcmp(how, "tbf") == 0 && p->delay_ns >= 1000)
             fprintf(stderr,
-                    "orrun: warning: --emulate-links: %s's kernel has no netem (sch_netem): %s "
-                    "gets the rate only, not the %.6g us of latency\n",
-                    p->host, dev, p->delay_ns / 1e3);
+                    "orrun: warning: --emulate-links: %s's kernel has no netem (sch_netem) and "
+                    "%s did not run there: %s gets the rate only, not the %.6g us of latency%s%.*s\n",
+                    p->host, linkemu_path(), dev, p->delay_ns / 1e3, how > out ? ": " : "",
+                    (int)(how > out ? how - out - 1 : 0), out);
     }
     return 0;
 }
@@ -1010,7 +1041,7 @@ static int print_links_plan(const options *o)
     const char *dev = link_device();
     printf("links:     --emulate-links: %s on each host, through %s; host k is topology node k\n",
            dev, launcher ? launcher : "ssh (not found)");
-    char cmd[768];
+    char cmd[8192];
     for (int k = 0; k < n; k++) {
         shape_command(&plan[k], dev, cmd, sizeof cmd);
         printf("  %s (node %d): %.6g MB/s, %.6g us: %s\n", plan[k].host, plan[k].node,

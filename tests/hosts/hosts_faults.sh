@@ -3,8 +3,8 @@
 # all-reducing in a loop (tests/hosts/host_fault), OCCL_TIMEOUT_MS=3000:
 #   - h2's link goes down mid-all-reduce: every rank reports occlTimeout or
 #     occlRemoteError within OCCL_TIMEOUT_MS + 1 s of the fault;
-#   - 5% packet loss on both hosts' links (and 0-50 ms of jitter where the
-#     kernel has netem): the all-reduces stay exact;
+#   - 5% packet loss and 0-50 ms of jitter on both hosts' links
+#     (launch/orlinkemu: no netem needed): the all-reduces stay exact;
 #   - SIGKILL of one rank, of h2's ranks, of mpiexec: the job ends within
 #     OCCL_TIMEOUT_MS, no process of it is left on either host, and nothing
 #     in either host's /dev/shm.
@@ -13,40 +13,15 @@
 # (CI=true) that is a failure.
 set -u
 srcdir=${srcdir:-.}
-hosts="bash $srcdir/tests/hosts/or-hosts"
+name="hosts faults"
 id=f$$
 timeout_ms=3000
-passed=0
-failed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL $1"; failed=$((failed + 1)); }
-out=$(mktemp -d)
 job=
-cleanup() {
-    [ -n "$job" ] && kill -KILL "$job" 2>/dev/null
-    $hosts --id "$id" down >/dev/null 2>&1
-    rm -rf "$out"
-}
-trap cleanup EXIT
+hosts_cleanup_more() { [ -z "$job" ] || kill -KILL "$job" 2>/dev/null; }
+. "$srcdir/tests/hosts/lib.sh"
+hosts_require launch/orrun launch/orlinkemu tests/hosts/host_fault
+hosts_up 2
 
-if ! why=$($hosts check); then
-    if [ "${CI:-}" = true ]; then
-        echo "hosts faults: FAIL: CI must be able to make test hosts: $why"
-        exit 1
-    fi
-    echo "hosts faults: SKIP: $why"
-    exit 77
-fi
-for prog in launch/orrun tests/hosts/host_fault; do
-    [ -x "$prog" ] || { echo "hosts faults: $prog is not built"; exit 99; }
-done
-if ! $hosts --id "$id" up 2 >"$out/up" 2>&1; then
-    cat "$out/up"
-    echo "hosts faults: FAIL: or-hosts up 2"
-    exit 1
-fi
-
-holder() { $hosts --id "$id" list | awk -v h="$1" '$1 == h {print $3}'; }
 h1=$(holder h1)
 h2=$(holder h2)
 # Run in a host's network namespace (its eth0), as its administrator would.
@@ -78,9 +53,10 @@ shm_of() { $hosts --id "$id" exec "$1" ls -A /dev/shm; }
 # The job: 4 ranks on h1 and h2 all-reducing ITERATIONS times ELEMENTS floats
 # into $out/CASE; mpiexec's pid in $job (or-hosts exec, nsenter, env and
 # orrun each exec the next).
-start_job() { # CASE ITERATIONS ELEMENTS
+start_job() { # CASE ITERATIONS ELEMENTS [OCCL_TIMEOUT_MS]
+    rm -rf "${out:?}/$1"
     mkdir -p "$out/$1"
-    $hosts --id "$id" exec h1 env OCCL_TIMEOUT_MS=$timeout_ms ./launch/orrun -n 4 -d 1 --hosts h1:2,h2:2 \
+    $hosts --id "$id" exec h1 env OCCL_TIMEOUT_MS=${4:-$timeout_ms} ./launch/orrun -n 4 -d 1 --hosts h1:2,h2:2 \
         --launcher-exec "$srcdir/tests/hosts/or-hosts-launch" -- \
         ./tests/hosts/host_fault "$out/$1" "$2" "$3" >"$out/$1/job" 2>&1 &
     job=$!
@@ -170,30 +146,24 @@ finish_job
 }
 
 # ---- loss and jitter ------------------------------------------------------
-# netem (loss and delay) if the kernel has it, else a classic BPF filter
-# that drops 5% of the packets at random (no jitter then).
+# launch/orlinkemu on both hosts' eth0: 5% of the frames dropped, the others
+# delayed 0 to 50 ms (25 +- 25 ms) and allowed to overtake each other; no
+# netem needed. The job waits for its peers up to 60 s (OCCL_TIMEOUT_MS).
 case_loss() {
-shape() { # HOST
-    if net_of "$1" tc qdisc add dev eth0 root netem loss 5% delay 25ms 25ms 2>/dev/null; then
-        echo netem
-    else
-        net_of "$1" tc qdisc add dev eth0 clsact &&
-            net_of "$1" tc filter add dev eth0 egress bpf da \
-                bytecode "5,32 0 0 4294963256,148 0 0 100,53 1 0 5,6 0 0 2,6 0 0 0" &&
-            echo bpf
-    fi
-}
-how1=$(shape h1)
-how2=$(shape h2)
-if [ -z "$how1" ] || [ -z "$how2" ]; then
-    bad "loss: cannot shape the hosts' links (netem or cls_bpf)"
+local h shaped=0
+for h in h1 h2; do
+    net_of $h ./launch/orlinkemu --delay 25ms --jitter 25ms --loss 5 --reorder eth0 \
+        >"$out/emu.$h" 2>&1 && shaped=$((shaped + 1))
+done
+if [ $shaped -ne 2 ]; then
+    cat "$out"/emu.*
+    bad "loss and jitter: cannot start orlinkemu on both hosts"
 else
-    case $how1 in
-    netem) what="5% loss, 0-50 ms delay (netem)" ;;
-    *) what="5% loss (cls_bpf; this kernel has no netem: no jitter)" ;;
-    esac
+    what="5% loss, 0-50 ms delay (orlinkemu)"
     t0=$(now)
-    start_job loss 30 65536
+    # TCP's retransmission timeouts double after each loss: over these links
+    # a transfer may make no progress for longer than 3 s and still complete.
+    start_job loss 10 65536 60000
     for _ in $(seq 900); do
         [ "$(ls "$out/loss"/rank.* 2>/dev/null | wc -l)" -eq 4 ] && break
         kill -0 "$job" 2>/dev/null || break
@@ -201,21 +171,26 @@ else
     done
     took=$(since "$t0")
     show loss
-    dropped=$(for h in h1 h2; do net_of $h tc -s qdisc show dev eth0; done |
-        awk '/dropped/ { gsub("[(),]", ""); for (i = 1; i <= NF; i++) if ($i == "dropped") s += $(i + 1) } END { print s + 0 }')
-    if [ "$(grep -c ': ok 30 all-reduces, 0 mismatches' "$out"/loss/rank.* 2>/dev/null | awk -F: '{s += $2} END {print s + 0}')" -eq 4 ] &&
-        [ "$dropped" -gt 0 ]; then
-        ok "$what: 30 all-reduces of 256 KiB exact on all 4 ranks in $took s, $dropped packets dropped"
+    for h in h1 h2; do net_of $h ./launch/orlinkemu --stats eth0; done >"$out/emu.stats"
+    sed 's/^/  /' "$out/emu.stats"
+    # What the emulators did: frames dropped, and forwarded after a delay.
+    lost=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "lost") s += $(i + 1) } END { print s + 0 }' "$out/emu.stats")
+    forwarded=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "forwarded") s += $(i + 1) } END { print s + 0 }' "$out/emu.stats")
+    if [ "$(grep -c ': ok 10 all-reduces, 0 mismatches' "$out"/loss/rank.* 2>/dev/null | awk -F: '{s += $2} END {print s + 0}')" -eq 4 ] &&
+        [ "$lost" -gt 0 ] && [ "$forwarded" -gt 0 ]; then
+        ok "$what: 10 all-reduces of 256 KiB exact on all 4 ranks in $took s, $forwarded frames delayed, $lost dropped"
     else
         tail -n 20 "$out/loss/job"
-        bad "$what: not every rank ran 30 exact all-reduces ($dropped packets dropped, $took s)"
+        bad "$what: not every rank ran 10 exact all-reduces ($forwarded frames delayed, $lost dropped, $took s)"
     fi
     wait "$job" 2>/dev/null
 fi
-for h in h1 h2; do
-    net_of $h tc qdisc del dev eth0 root 2>/dev/null
-    net_of $h tc qdisc del dev eth0 clsact 2>/dev/null
-done
+for h in h1 h2; do net_of $h ./launch/orlinkemu --stop eth0 >/dev/null 2>&1; done
+if [ -z "$(for h in h1 h2; do net_of $h tc filter show dev eth0 egress; net_of $h ip -o link show | grep orlk; done)" ]; then
+    ok "loss and jitter: orlinkemu --stop left no filter and no veth on the hosts"
+else
+    bad "loss and jitter: left on the hosts: $(for h in h1 h2; do net_of $h tc filter show dev eth0 egress; net_of $h ip -o link show | grep orlk; done)"
+fi
 finish_job
 }
 

@@ -1,9 +1,12 @@
 #!/bin/bash
 # orrun --emulate-links across two test hosts (tests/hosts/or-hosts), on the
 # topology "nodes:2 devices:1 inter:50MB/s,2ms":
-#   - while the job runs, each host's eth0 has the qdisc made from its
-#     node's NIC (netem rate 50 MB/s and 2 ms, or tbf rate 400Mbit where the
-#     kernel has no netem), and it is gone when the job ends;
+#   - while the job runs, each host's eth0 is shaped from its node's NIC:
+#     netem rate 50 MB/s and 2 ms, or where the kernel has no netem
+#     launch/orlinkemu (a tc filter redirecting eth0's egress into it) with
+#     that delay and rate; nothing of it is left when the job ends;
+#   - a small-message ping-pong between the hosts (tests/hosts/rtt_probe)
+#     takes at least the declared latency each way (2 x 2 ms);
 #   - a 16 MiB sendrecv between the hosts takes, in wall-clock time, within
 #     a factor 0.8 to 4 of what the virtual-time model predicts for the same
 #     job (--time virtual, same topology) (docs/cluster.md#emulated-links);
@@ -13,35 +16,17 @@
 # (CI=true) that is a failure.
 set -u
 srcdir=${srcdir:-.}
-hosts="bash $srcdir/tests/hosts/or-hosts"
+name="hosts links"
 id=l$$
 topo="nodes:2 devices:1 inter:50MB/s,2ms"
-passed=0
-failed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL $1"; failed=$((failed + 1)); }
-out=$(mktemp -d)
-trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
-
-if ! why=$($hosts check); then
-    if [ "${CI:-}" = true ]; then
-        echo "hosts links: FAIL: CI must be able to make test hosts: $why"
-        exit 1
-    fi
-    echo "hosts links: SKIP: $why"
-    exit 77
-fi
-for prog in launch/orrun tests/perf/occl_perf; do
-    [ -x "$prog" ] || { echo "hosts links: $prog is not built"; exit 99; }
-done
-if ! $hosts --id "$id" up 2 >"$out/up" 2>&1; then
-    cat "$out/up"
-    echo "hosts links: FAIL: or-hosts up 2"
-    exit 1
-fi
-holder() { $hosts --id "$id" list | awk -v h="$1" '$1 == h {print $3}'; }
+. "$srcdir/tests/hosts/lib.sh"
+hosts_require launch/orrun launch/orlinkemu tests/perf/occl_perf tests/hosts/rtt_probe
+hosts_up 2
 qdisc_of() { nsenter -t "$(holder "$1")" -n tc qdisc show dev eth0; }
-shaped() { qdisc_of "$1" | grep -q 'netem\|tbf'; }
+shaped() {
+    { qdisc_of "$1"; nsenter -t "$(holder "$1")" -n sh -c 'tc filter show dev eth0 egress; ip -o link show'; } |
+        grep -q 'netem\|tbf\|orlk'
+}
 orrun=(./launch/orrun -n 2 -d 1 --hosts h1,h2 --launcher-exec "$srcdir/tests/hosts/or-hosts-launch"
     --topo "$topo")
 perf=(./tests/perf/occl_perf --coll sendrecv -b 16M -e 16M -n 3 -w 1 --place out)
@@ -75,16 +60,17 @@ run_job() { # NAME orrun-args...
 
 # Wall-clock, shaped: each rank shows its host's qdisc, then the transfer.
 run_job wall "${orrun[@]}" --time wall --emulate-links -- \
-    sh -c 'tc qdisc show dev eth0 >'"$out"'/qdisc.$RANK; exec "$@"' sh "${perf[@]}"
+    sh -c '{ tc qdisc show dev eth0; tc filter show dev eth0 egress; } >'"$out"'/qdisc.$RANK; exec "$@"' sh "${perf[@]}"
 [ -n "$hung" ] && [ -n "$(perf_time "$out/wall")" ] && rc=0
 cat "$out/wall.err" | grep 'emulating links\|warning' | sed 's/^/  /'
 if grep -q 'netem' "$out/qdisc.0" 2>/dev/null; then
     want='netem .*delay 2ms rate 400Mbit'
 else
-    want='tbf .*rate 400Mbit'
+    want='mirred (Egress Redirect to device orlk'
 fi
-if [ $rc -eq 0 ] && grep -q "$want" "$out/qdisc.0" && grep -q "$want" "$out/qdisc.1"; then
-    ok "--emulate-links: while the job runs, h1's and h2's eth0 have '$want' (50 MB/s, 2 ms): $(head -n 1 "$out/qdisc.0")"
+if [ $rc -eq 0 ] && grep -qF "$want" "$out/qdisc.0" && grep -qF "$want" "$out/qdisc.1" &&
+    { [ "${want%% *}" = netem ] || grep -q 'h[12] eth0: 50 MB/s, 2000 us (orlinkemu)' "$out/wall.err"; }; then
+    ok "--emulate-links: while the job runs, h1's and h2's eth0 have '$want' (50 MB/s, 2 ms)"
 else
     tail -n 5 "$out/wall.err"
     bad "--emulate-links (exit $rc): qdiscs $(cat "$out"/qdisc.* 2>/dev/null | tr '\n' ' '), expected '$want'"
@@ -108,10 +94,24 @@ else
 fi
 
 # SIGTERM to orrun mid-job: mpiexec gets it, the qdiscs are removed.
+# Meanwhile the declared latency is felt: a ping-pong of 4-byte datagrams
+# from h1 to h2 and back crosses each host's shaped egress once.
 $hosts --id "$id" exec h1 "${orrun[@]}" --emulate-links -- sleep 60 >"$out/term" 2>&1 &
 job=$!
-for _ in $(seq 300); do shaped h2 && break; sleep 0.1; done
+for _ in $(seq 300); do shaped h1 && shaped h2 && break; sleep 0.1; done
 sleep 1
+$hosts --id "$id" exec h2 ./tests/hosts/rtt_probe echo 7001 30 &
+echo_pid=$!
+sleep 0.3
+$hosts --id "$id" exec h1 ./tests/hosts/rtt_probe ping 10.77.0.2 7001 20 >"$out/rtt" 2>&1
+kill $echo_pid 2>/dev/null
+wait $echo_pid 2>/dev/null
+min=$(awk '{ for (i = 1; i < NF; i++) if ($i == "min") print $(i + 1) }' "$out/rtt")
+if [ -n "$min" ] && [ "$min" -ge 4000 ]; then
+    ok "ping-pong between the shaped hosts: $(cut -d: -f2- "$out/rtt") (declared 2 x 2000 us)"
+else
+    bad "ping-pong between the shaped hosts: $(cat "$out/rtt") (expected a minimum of 4000 us or more)"
+fi
 t0=$(date +%s.%N)
 kill -TERM "$job"
 wait "$job"

@@ -10,38 +10,17 @@
 # (CI=true) that is a failure.
 set -u
 srcdir=${srcdir:-.}
-hosts="bash $srcdir/tests/hosts/or-hosts"
+name="hosts mpi"
 id=t$$
-passed=0
-failed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL $1"; failed=$((failed + 1)); }
-out=$(mktemp -d)
-trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
-
-if ! why=$($hosts check); then
-    if [ "${CI:-}" = true ]; then
-        echo "hosts mpi: FAIL: CI must be able to make test hosts: $why"
-        exit 1
-    fi
-    echo "hosts mpi: SKIP: $why"
-    exit 77
-fi
-for prog in launch/orrun tests/mpi/occl_correct; do
-    [ -x "$prog" ] || { echo "hosts mpi: $prog is not built"; exit 99; }
-done
+. "$srcdir/tests/hosts/lib.sh"
+hosts_require launch/orrun tests/mpi/occl_correct
 
 # What the machine looks like from here, to compare after teardown.
 links_before=$(ip -o link show | awk -F': ' '{print $2}' | sort)
 mounts_before=$(awk '{print $5}' /proc/self/mountinfo | sort)
 
-if ! $hosts --id "$id" up 2 >"$out/up" 2>&1; then
-    cat "$out/up"
-    echo "hosts mpi: FAIL: or-hosts up 2"
-    exit 1
-fi
+hosts_up 2
 ok "up 2: $(cat "$out/up")"
-state=${OR_HOSTS_DIR:-/run/or-hosts}/$id
 cp "$state/namespaces" "$out/namespaces"
 in_h1() { $hosts --id "$id" exec h1 "$@"; }
 
@@ -142,28 +121,8 @@ while kill -0 "$job" 2>/dev/null && [ $waited -lt 300 ] && [ $done_for -lt 30 ];
     waited=$((waited + 1))
     grep -q ' mismatches, ' "$out/occl" && done_for=$((done_for + 1))
 done
-hung=
-if kill -0 "$job" 2>/dev/null; then
-    # The job's ranks: occl_correct processes in these hosts' namespaces.
-    ranks=$({ find /proc/[0-9]*/ns -maxdepth 1 -name net -printf '%l %h\n' 2>/dev/null || true; } |
-        awk 'NR == FNR { ours[$1] = 1; next } ($1 in ours) { split($2, p, "/"); print p[3] }' \
-            "$out/namespaces" - |
-        while read -r pid; do
-            case $(cat "/proc/$pid/comm" 2>/dev/null) in *occl_correct*) echo "$pid" ;; esac
-        done)
-    hung="still running after $((waited / 2)) s"
-    if [ $done_for -ge 30 ] && [ -n "$ranks" ] && command -v gdb >/dev/null 2>&1; then
-        in_finalize=0
-        for pid in $ranks; do
-            timeout 30 gdb -p "$pid" -batch -nx -ex 'thread apply 1 bt' 2>/dev/null |
-                grep -q 'PMPI_Finalize' && in_finalize=$((in_finalize + 1))
-        done
-        [ "$in_finalize" -eq "$(echo "$ranks" | wc -w)" ] && hung=finalize
-    fi
-    kill -TERM "$job" 2>/dev/null
-    sleep 2
-    kill -KILL "$job" $ranks 2>/dev/null
-fi
+stop_after_result "$job" "$([ $done_for -ge 30 ] && echo 1)" occl_correct
+[ "$hung" = "still running" ] && hung="still running after $((waited / 2)) s"
 wait "$job"
 rc=$?
 grep '^occl_correct' "$out/occl" | sed 's/^/  /'

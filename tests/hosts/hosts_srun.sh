@@ -17,29 +17,15 @@
 # skipped (exit 77) without them, but under CI (CI=true) that is a failure.
 set -u
 srcdir=${srcdir:-.}
-hosts="bash $srcdir/tests/hosts/or-hosts"
+name="hosts srun"
 id=s$$
-passed=0
-failed=0
+. "$srcdir/tests/hosts/lib.sh"
 since() { awk -v t="$1" -v now="$(date +%s.%N)" 'BEGIN { printf "%.1f", now - t }'; }
 t0=$(date +%s.%N)
 ok() { echo "ok   $1 [at $(since "$t0") s]"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1 [at $(since "$t0") s]"; failed=$((failed + 1)); }
-skip() {
-    if [ "${CI:-}" = true ]; then
-        echo "hosts srun: FAIL: CI must be able to run Slurm on test hosts: $1"
-        exit 1
-    fi
-    echo "hosts srun: SKIP: $1"
-    exit 77
-}
-out=$(mktemp -d)
+skip() { hosts_skip "$1"; }
 conf=$out/slurm.conf
-trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
-
-if ! why=$($hosts check); then
-    skip "$why"
-fi
 for tool in slurmctld slurmd srun salloc sinfo scontrol; do
     command -v $tool >/dev/null 2>&1 ||
         skip "no '$tool' (install slurmctld, slurmd and slurm-client: scripts/setup.sh)"
@@ -53,9 +39,7 @@ for plugin in auth_none cred_none mpi_pmi2; do
     done
     [ -n "$found" ] || skip "this Slurm ($(slurmd -V 2>&1)) has no $plugin plugin ($plugin.so)"
 done
-for prog in launch/orrun launch/orinfo tests/mpi/occl_correct; do
-    [ -x "$prog" ] || { echo "hosts srun: $prog is not built"; exit 99; }
-done
+hosts_require launch/orrun launch/orinfo tests/mpi/occl_correct
 
 # A cluster of two nodes of 2 CPUs. Everything Slurm writes goes to $out:
 # %n is the node's name, so the two slurmds (one file system) keep apart.
@@ -98,12 +82,7 @@ echo "$plugins" | grep -qx '[[:space:]]*pmi2' || skip "srun has no mpi/pmi2 plug
 links_before=$(ip -o link show | awk -F': ' '{print $2}' | sort)
 mounts_before=$(awk '{print $5}' /proc/self/mountinfo | sort)
 t_up=$(date +%s.%N)
-if ! $hosts --id "$id" up 2 >"$out/up" 2>&1; then
-    cat "$out/up"
-    echo "hosts srun: FAIL: or-hosts up 2"
-    exit 1
-fi
-state=${OR_HOSTS_DIR:-/run/or-hosts}/$id
+hosts_up 2
 cp "$state/namespaces" "$out/namespaces"
 in_h1() { $hosts --id "$id" exec h1 "$@"; }
 
@@ -171,35 +150,8 @@ while kill -0 "$job" 2>/dev/null && [ $waited -lt 300 ] && [ $done_for -lt 10 ];
     waited=$((waited + 1))
     grep -q ' mismatches, ' "$out/occl" && done_for=$((done_for + 1))
 done
-hung=
-if kill -0 "$job" 2>/dev/null; then
-    # What runs in the hosts now: the ranks, and Slurm's processes.
-    { find /proc/[0-9]*/ns -maxdepth 1 -name net -printf '%l %h\n' 2>/dev/null || true; } |
-        awk 'NR == FNR { ours[$1] = 1; next } ($1 in ours) { split($2, p, "/"); print p[3] }' \
-            "$out/namespaces" - |
-        while read -r pid; do
-            echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null)"
-        done >"$out/inside"
-    ranks=$(awk '$2 ~ /occl_correct/ { print $1 }' "$out/inside")
-    hung="still running after $((waited / 2)) s"
-    if [ $done_for -ge 10 ] && [ -n "$ranks" ] && command -v gdb >/dev/null 2>&1; then
-        # All at once: on a loaded machine each attach can take seconds.
-        gdbs=
-        for pid in $ranks; do
-            timeout 30 gdb -p "$pid" -batch -nx -ex 'thread apply 1 bt' >"$out/gdb.$pid" 2>&1 &
-            gdbs="$gdbs $!"
-        done
-        wait $gdbs
-        in_finalize=0
-        for pid in $ranks; do
-            grep -q 'PMPI_Finalize' "$out/gdb.$pid" && in_finalize=$((in_finalize + 1))
-        done
-        [ "$in_finalize" -eq "$(echo "$ranks" | wc -w)" ] && hung=finalize
-    fi
-    kill -TERM "$job" 2>/dev/null
-    sleep 2
-    kill -KILL "$job" $ranks 2>/dev/null
-fi
+stop_after_result "$job" "$([ $done_for -ge 10 ] && echo 1)" occl_correct
+[ "$hung" = "still running" ] && hung="still running after $((waited / 2)) s"
 wait "$job"
 rc=$?
 took=$(since "$t1")
@@ -215,7 +167,6 @@ elif [ "$hung" = finalize ] && result_ok; then
 else
     tail -n 20 "$out/occl"
     show_logs
-    [ -s "$out/inside" ] && echo "--- processes in the hosts:" $(cat "$out/inside")
     for f in "$out"/gdb.*; do [ -e "$f" ] && { echo "--- $f"; grep '^#' "$f" | head -n 12; }; done
     bad "srun --mpi=pmi2: occl_correct over 2 hosts (exit $rc${hung:+, $hung})"
 fi

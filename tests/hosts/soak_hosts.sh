@@ -9,29 +9,13 @@
 # (CI=true) that is a failure.
 set -u
 srcdir=${srcdir:-.}
-hosts="bash $srcdir/tests/hosts/or-hosts"
 ops=${SOAK_OPS:-3000}
 seed=${SOAK_SEED:-1}
+name="soak hosts"
 id=s$$
-out=$(mktemp -d)
-trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
-
-if ! why=$($hosts check); then
-    if [ "${CI:-}" = true ]; then
-        echo "soak hosts: FAIL: CI must be able to make test hosts: $why"
-        exit 1
-    fi
-    echo "soak hosts: SKIP: $why"
-    exit 77
-fi
-for prog in launch/orrun tests/mpi/occl_soak; do
-    [ -x "$prog" ] || { echo "soak hosts: $prog is not built"; exit 99; }
-done
-if ! $hosts --id "$id" up 2 >"$out/up" 2>&1; then
-    cat "$out/up"
-    echo "soak hosts: FAIL: or-hosts up 2"
-    exit 1
-fi
+. "$srcdir/tests/hosts/lib.sh"
+hosts_require launch/orrun tests/mpi/occl_soak
+hosts_up 2
 
 # MPICH 4.0.2 over UCX's tcp can hang in MPI_Finalize once the job is done
 # (docs/cluster.md#test-hosts-on-one-machine): as tests/hosts/hosts_mpi.sh

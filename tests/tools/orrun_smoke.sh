@@ -182,13 +182,14 @@ run env ORRUN_MPIEXEC="$fake" "$ORRUN" -n 2 -d 1 --hosts h1,h2 --topo "$links_to
 expect "--emulate-links dry run: each host's tc command from the topology" \
     status_and 0 has_all '^links: +--emulate-links: eth0 on each host, through ' \
     '^  h1 \(node 0\): 50 MB/s, 2000 us: if tc qdisc replace dev eth0 root netem delay 2000us rate 50000000bps' \
-    '^  h2 \(node 1\): 50 MB/s, 2000 us: .* tbf rate 50000000bps burst 500000 latency 200ms'
+    '^  h2 \(node 1\): 50 MB/s, 2000 us: .* tbf rate 50000000bps burst 500000 latency 200ms' \
+    '^  h1 .*; elif /[^ ]*/orlinkemu --delay 2000us --rate 50000000 eth0; then echo orlinkemu; else tc '
 # A launcher that records what each host was asked; REFUSE=h2: h2 refuses tc.
 shaper=$tmp/shaper
 {
     echo '#!/bin/sh'
     echo "echo \"\$2: \$3\" >>'$tmp/shaped'"
-    echo 'case ${REFUSE:-}:$2:$3 in h2:h2:*replace*) echo "RTNETLINK answers: Operation not permitted"; exit 2 ;; *replace*) echo tbf ;; esac'
+    echo 'case ${REFUSE:-}:$2:$3 in h2:h2:*replace*) echo "RTNETLINK answers: Operation not permitted"; exit 2 ;; *replace*) echo "${HOW:-tbf}" ;; esac'
 } >"$shaper"
 chmod +x "$shaper"
 rm -f "$tmp/args" "$tmp/shaped"
@@ -204,6 +205,12 @@ run env ORRUN_MPIEXEC="$fake" FAKE_STATUS=5 "$ORRUN" -n 2 -d 1 --hosts h1,h2 \
     --topo "$links_topo" --launcher-exec "$shaper" --emulate-links -- prog
 expect "--emulate-links: orrun waits for mpiexec, unshapes and exits with mpiexec's status" \
     status_and 5 [ "$(grep -c 'tc qdisc del dev eth0 root' "$tmp/shaped")" -eq 2 ]
+# Where a host had no netem, orlinkemu delayed its frames: --stop ends it.
+rm -f "$tmp/shaped"
+run env ORRUN_MPIEXEC="$fake" HOW=orlinkemu "$ORRUN" -n 2 -d 1 --hosts h1,h2 \
+    --topo "$links_topo" --launcher-exec "$shaper" --emulate-links -- prog
+expect "--emulate-links: hosts shaped by orlinkemu are unshaped with orlinkemu --stop" \
+    status_and 0 [ "$(grep -c '^h[12]: /[^ ]*/orlinkemu --stop eth0' "$tmp/shaped")" -eq 2 ]
 
 # --- real runs -----------------------------------------------------------------------
 

@@ -315,6 +315,8 @@ static bool launch_inline(occl_call *call)
     _Alignas(max_align_t) unsigned char room[sizeof(occl_task) + sizeof(occl_call)];
     occl_task *t = (occl_task *)room;
     t->entry_ns = 0;
+    t->op = NULL;
+    t->next = NULL;
     t->n = 1;
     t->ll.begun = t->ll.posted = false;
     t->calls[0] = *call;

@@ -336,10 +336,13 @@ static bool box_free(occlComm_t comm, const occl_call *c, occl_ll_state *st, occ
             atomic_load_explicit(&area_of(comm->peers[j].ctrl, comm->nranks)->done,
                                  memory_order_acquire) < need) {
             if (!st->free_need) {
-                /* Never beyond the call before this one: a peer may need
-                 * this rank's post to finish this one. */
+                /* Never beyond this rank's own last call on this path: a
+                 * peer's done moves only at calls of this path, and the
+                 * next one after that may be this call, which needs this
+                 * rank's post (the calls between may all be of others). */
                 uint64_t half = (bytes <= OCCL_LL_SMALL_BYTES ? OCCL_LL_SMALL_BOXES : OCCL_LL_BOXES) / 2;
-                st->free_need = need + half < st->seq ? need + half : st->seq - 1;
+                uint64_t own = atomic_load(&area_of(comm->ctrl, comm->nranks)->done);
+                st->free_need = need + half < own ? need + half : own;
                 if (st->free_need < need)
                     st->free_need = need;
             }

@@ -106,17 +106,23 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
     return res;
 }
 
+/* A call of task_exec that failed: the communicator and the stream say so. */
+static void task_report(occl_task *t, occlResult_t res)
+{
+    occlComm_t comm = t->calls[0].comm;
+    occl_comm_set_error(comm, res);
+    or_stream_fail(t->calls[0].stream, stream_error_of(res));
+    OCCL_WARN("rank %d: %s failed: %s", comm->rank, occl_coll_name(t->calls[0].coll),
+              atomic_load(&comm->revoked) ? occlGetLastError(NULL) : comm->last_error);
+}
+
 /* Completes the task after task_exec (comm->lock held, released here). */
 static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
 {
     occlComm_t comm = t->calls[0].comm;
     or_stream_release_vclock(t->calls[0].stream, clock);
-    if (res != occlSuccess) {
-        occl_comm_set_error(comm, res);
-        or_stream_fail(t->calls[0].stream, stream_error_of(res));
-        OCCL_WARN("rank %d: %s failed: %s", comm->rank, occl_coll_name(t->calls[0].coll),
-                  atomic_load(&comm->revoked) ? occlGetLastError(NULL) : comm->last_error);
-    }
+    if (res != occlSuccess)
+        task_report(t, res);
     atomic_fetch_sub(&comm->tasks_live, 1);
     pthread_mutex_unlock(&comm->lock);
     or_handed_task op = t->op;
@@ -213,12 +219,17 @@ static _Thread_local bool launching_many;
  * to the communicator's thread, whose wake-up would cost more than the call
  * (docs/occl-perf.md). Not in virtual time or traces, which account for
  * the call on the communicator's thread. */
+static bool call_may_run_on_caller(const occl_call *c)
+{
+    return !launching_many && occl_caller_wait_ns() && !or_vclock_virtual() && !or_trace_enabled() &&
+           (occl_ll_eligible(c) || occl_ll_solo(c)) &&
+           /* a tuner's choice is asked on the communicator's thread */
+           !(c->comm->tuner && occl_tuner_asks(c->coll));
+}
+
 static bool may_run_on_caller(const occl_task *t)
 {
-    return t == launching && !launching_many && t->n == 1 && occl_caller_wait_ns() &&
-           !or_vclock_virtual() && !or_trace_enabled() && occl_ll_eligible(&t->calls[0]) &&
-           /* a tuner's choice is asked on the communicator's thread */
-           !(t->calls[0].comm->tuner && occl_tuner_asks(t->calls[0].coll));
+    return t == launching && t->n == 1 && call_may_run_on_caller(&t->calls[0]);
 }
 
 /* When the task reaches the head of its stream, under the device's lock
@@ -270,8 +281,95 @@ static void run_on_caller(occl_task *t)
     task_end(t, res, clock);
 }
 
+/* The call on the calling thread with no stream op at all, when its stream
+ * is idle and nothing of its communicator runs or waits: as run_on_caller,
+ * without allocating a task and an op and passing them through the stream
+ * (an inline task, src/stream.c). If its peers are late, the task and its
+ * op are made then and the communicator's thread takes the rest over.
+ * false: not possible, launch the call as usual. */
+static bool launch_inline(occl_call *call)
+{
+    occlComm_t comm = call->comm;
+    bool claimed = false;
+    pthread_mutex_lock(&comm->runner_lock);
+    if (!comm->runner_head && !comm->runner_busy && !comm->caller_busy)
+        claimed = comm->caller_busy = true;
+    pthread_mutex_unlock(&comm->runner_lock);
+    if (!claimed)
+        return false;
+    /* A NULL stream is the default stream of the call's device. */
+    int prev = call->stream_device;
+    if (!call->stream) {
+        orGetDevice(&prev);
+        if (prev != call->stream_device)
+            orSetDevice(call->stream_device);
+    }
+    or_inline_task it;
+    bool idle = or_inline_task_begin(call->stream, &it);
+    if (!idle) {
+        if (prev != call->stream_device)
+            orSetDevice(prev);
+        pthread_mutex_lock(&comm->runner_lock);
+        comm->caller_busy = false;
+        pthread_mutex_unlock(&comm->runner_lock);
+        return false;
+    }
+    _Alignas(max_align_t) unsigned char room[sizeof(occl_task) + sizeof(occl_call)];
+    occl_task *t = (occl_task *)room;
+    t->entry_ns = 0;
+    t->op = NULL;
+    t->next = NULL;
+    t->n = 1;
+    t->ll.begun = t->ll.posted = false;
+    t->calls[0] = *call;
+    t->calls[0].ll = &t->ll;
+    atomic_fetch_add(&comm->tasks_live, 1);
+    uint64_t clock = 0;
+    pthread_mutex_lock(&comm->lock);
+    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns();
+    occlResult_t res = task_exec(t, &clock);
+    if (res == occlInProgress) {
+        occl_task *h = malloc(sizeof room);
+        or_handed_task op = h ? or_inline_task_hand(&it) : NULL;
+        if (op) {
+            /* The communicator's thread takes it over, first in its queue. */
+            memcpy(h, room, sizeof room);
+            h->calls[0].ll = &h->ll;
+            h->op = op;
+            pthread_mutex_unlock(&comm->lock);
+            pthread_mutex_lock(&comm->runner_lock);
+            comm->caller_busy = false;
+            h->next = comm->runner_head;
+            comm->runner_head = h;
+            if (!comm->runner_tail)
+                comm->runner_tail = h;
+            pthread_cond_signal(&comm->runner_cv);
+            pthread_mutex_unlock(&comm->runner_lock);
+            if (prev != call->stream_device)
+                orSetDevice(prev);
+            return true;
+        }
+        free(h); /* out of memory: the call ends here */
+        t->ll.give_up_ns = 0;
+        res = task_exec(t, &clock);
+    }
+    if (res != occlSuccess)
+        task_report(t, res);
+    atomic_fetch_sub(&comm->tasks_live, 1);
+    pthread_mutex_unlock(&comm->lock);
+    pthread_mutex_lock(&comm->runner_lock);
+    comm->caller_busy = false;
+    pthread_mutex_unlock(&comm->runner_lock);
+    or_inline_task_end(&it);
+    if (prev != call->stream_device)
+        orSetDevice(prev);
+    return true;
+}
+
 static occlResult_t launch(occl_call *calls, int n)
 {
+    if (n == 1 && call_may_run_on_caller(&calls[0]) && launch_inline(&calls[0]))
+        return occlSuccess;
     occl_task *t = malloc(sizeof *t + (size_t)n * sizeof *calls);
     if (!t)
         return occl_fail(occlSystemError, "out of memory");
@@ -498,6 +596,17 @@ static const char *not_device_memory(const void *buf)
     }
 }
 
+/* Buffers of this process's devices found valid, kept until any device
+ * memory is freed: a loop of calls on the same buffers looks each up once
+ * (the look-up takes the device's memory lock), not twice per call. */
+static _Thread_local struct checked_buffer {
+    const void *buf;
+    size_t bytes;
+    int device;
+    uint64_t frees;
+} checked[4];
+static _Thread_local unsigned checked_next;
+
 static occlResult_t check_buffer(const occl_call *c, const void *buf, size_t elems, const char *name)
 {
     if (!elems)
@@ -507,6 +616,11 @@ static occlResult_t check_buffer(const occl_call *c, const void *buf, size_t ele
         return occl_fail(occlInvalidArgument, "%s: %s is NULL", occl_coll_name(c->coll), name);
     if (bytes / occl_type_size(c->type) != elems)
         return occl_fail(occlInvalidArgument, "%s: %zu elements overflow", occl_coll_name(c->coll), elems);
+    uint64_t frees = or_mem_free_count();
+    for (int i = 0; i < 4; i++)
+        if (checked[i].buf == buf && checked[i].bytes == bytes && checked[i].frees == frees &&
+            checked[i].device == c->comm->device)
+            return occlSuccess;
     or_mem_ref ref;
     if (or_mem_export(buf, bytes, &ref) != orSuccess)
         return occl_fail(occlInvalidArgument, "%s: %s (%zu bytes) %s", occl_coll_name(c->coll),
@@ -515,6 +629,8 @@ static occlResult_t check_buffer(const occl_call *c, const void *buf, size_t ele
         return occl_fail(occlInvalidUsage, "%s: %s is memory of device %d, the communicator's is "
                                            "device %d", occl_coll_name(c->coll), name, ref.device,
                          c->comm->device);
+    if (ref.rank == c->comm->peers[c->comm->rank].world_rank)
+        checked[checked_next++ % 4] = (struct checked_buffer){buf, bytes, ref.device, frees};
     return occlSuccess;
 }
 

@@ -71,6 +71,10 @@ struct occl_ll_area {
      * (any peer's done moving), or WAIT_NONE. A poster wakes only the
      * readers that sleep for it: the others would look and sleep again. */
     _Atomic int32_t sleeps_for;
+    /* With sleeps_for WAIT_FREE: the `done` every peer must reach for this
+     * rank's box to be free; a peer wakes it only when its own done
+     * crosses it (the last one to cross finds it still asleep). */
+    _Atomic uint64_t free_at;
 };
 
 enum { WAIT_NONE = -1, WAIT_FREE = -2 };
@@ -197,6 +201,13 @@ bool occl_ll_eligible(const occl_call *c)
     return most <= ll_max_bytes;
 }
 
+bool occl_ll_solo(const occl_call *c)
+{
+    /* Nothing to wait for: a copy (and a scaling), as cheap as a small call. */
+    return c->comm->nranks == 1 && c->coll < OCCL_COLL_SEND && c->count &&
+           posted_bytes(c, c->root >= 0 ? c->root : 0) <= ll_max_bytes;
+}
+
 /* ---- waiting ---------------------------------------------------------------------- */
 
 /* Wake peer j if it sleeps for `whom` (a rank, or WAIT_FREE). The sleeper
@@ -206,6 +217,20 @@ static void wake_if(occlComm_t comm, int j, int32_t whom)
 {
     occl_ctrl *c = comm->peers[j].ctrl;
     if (atomic_load(&area_of(c, comm->nranks)->sleeps_for) == whom)
+        occl_ring_bell(c);
+}
+
+/* This rank's done moved from `was` to `now`: wake peer j if it sleeps for
+ * its box to be free and this move crossed the done it waits for. A peer
+ * already past it woke nobody: the sleeper's last look saw it. */
+static void wake_if_freed(occlComm_t comm, int j, uint64_t was, uint64_t now)
+{
+    occl_ctrl *c = comm->peers[j].ctrl;
+    occl_ll_area *a = area_of(c, comm->nranks);
+    if (atomic_load(&a->sleeps_for) != WAIT_FREE)
+        return;
+    uint64_t at = atomic_load(&a->free_at);
+    if (was < at && at <= now)
         occl_ring_bell(c);
 }
 
@@ -271,6 +296,8 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
         }
         /* Sleep: said for whom first, then one more look (see wake_if). */
         int32_t whom = check_peers ? st->missing : WAIT_FREE;
+        if (!check_peers)
+            atomic_store(&area->free_at, st->free_need);
         atomic_store(&area->sleeps_for, whom);
         atomic_fetch_add(&me->sleepers, 1);
         /* If the first missing box came meanwhile, the next one's poster does
@@ -289,17 +316,38 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
     }
 }
 
-/* Every peer has read the call that last used this rank's box for this one. */
+/* Every peer has read the call that last used this rank's box for this one.
+ * A rank that finds its window full (a Broadcast's root, a Reduce's leaf
+ * ahead of the slowest reader) waits until half of it is free, not one
+ * box: then it posts half a window in a row and its readers find that much
+ * waiting, instead of the two moving in lockstep, one wake-up per call
+ * (docs/occl-perf.md). */
 static bool box_free(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err)
 {
     (void)err;
-    occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq, posted_bytes(c, comm->rank));
-    uint64_t last = atomic_load_explicit(&box->seq, memory_order_relaxed);
+    size_t bytes = posted_bytes(c, comm->rank);
+    uint64_t need = st->free_need;
+    if (!need) {
+        occl_ll_box *box = box_of(comm->ctrl, comm->nranks, st->seq, bytes);
+        need = atomic_load_explicit(&box->seq, memory_order_relaxed);
+    }
     for (int j = 0; j < comm->nranks; j++)
         if (j != comm->rank &&
             atomic_load_explicit(&area_of(comm->peers[j].ctrl, comm->nranks)->done,
-                                 memory_order_acquire) < last)
+                                 memory_order_acquire) < need) {
+            if (!st->free_need) {
+                /* Never beyond this rank's own last call on this path: a
+                 * peer's done moves only at calls of this path, and the
+                 * next one after that may be this call, which needs this
+                 * rank's post (the calls between may all be of others). */
+                uint64_t half = (bytes <= OCCL_LL_SMALL_BYTES ? OCCL_LL_SMALL_BOXES : OCCL_LL_BOXES) / 2;
+                uint64_t own = atomic_load(&area_of(comm->ctrl, comm->nranks)->done);
+                st->free_need = need + half < own ? need + half : own;
+                if (st->free_need < need)
+                    st->free_need = need;
+            }
             return false;
+        }
     return true;
 }
 
@@ -419,6 +467,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
             return occl_fail(occlInternalError, "low-latency path: more than %d ranks", OCCL_LL_MAX_RANKS);
         st->fp = comm->fp;
         st->seq = comm->fp.seq;
+        st->free_need = 0;
         memset(st->seen, 0, sizeof st->seen);
         st->begun = true;
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks: low-latency path, on the %s thread", comm->rank,
@@ -449,9 +498,9 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
     if (res != occlSuccess)
         return res;
     res = finish(comm, c, st->seq);
-    atomic_store(&mine->done, st->seq); /* sequentially consistent: see wait_until */
+    uint64_t was = atomic_exchange(&mine->done, st->seq); /* sequentially consistent: see wait_until */
     for (int j = 0; j < comm->nranks; j++)
         if (j != comm->rank)
-            wake_if(comm, j, WAIT_FREE);
+            wake_if_freed(comm, j, was, st->seq);
     return res;
 }

@@ -460,6 +460,7 @@ typedef struct occl_ll_state {
     uint64_t seq;        /* the call's sequence number on the communicator */
     uint64_t give_up_ns; /* 0, or when to return occlInProgress (posted or not) */
     int missing;         /* the first peer whose box was not posted at the last look */
+    uint64_t free_need;  /* 0, or the done every peer must reach before this rank posts */
     uint64_t seen[OCCL_LL_MAX_RANKS / 64]; /* peers whose box was found holding the call */
 } occl_ll_state;
 size_t occl_ll_area_offset(int nranks); /* in a control block of nranks */
@@ -475,6 +476,9 @@ bool occl_ll_eligible(const occl_call *c);
  * OCCL's choice unless an NCCL tuner plugin decides (a choice of LL takes
  * it; tuning.c). Asks the tuner: on the communicator's thread only. */
 bool occl_ll_wanted(const occl_call *c);
+/* Whether call c is a small call of a communicator of one rank, which the
+ * calling thread may run as it runs a low-latency call (enqueue.c). */
+bool occl_ll_solo(const occl_call *c);
 /* Run (or, with st->posted, resume) call c on the low-latency path;
  * occlInProgress when st->give_up_ns came first. */
 occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st);

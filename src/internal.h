@@ -243,6 +243,7 @@ bool or_init_finished(void);
 /* stream.c */
 void or_stream_init(or_stream *s, or_device *dev, int priority, unsigned flags);
 orError_t or_stream_resolve(orStream_t handle, or_stream **out);
+extern _Atomic uint64_t or_mem_frees; /* device memory freed so far (or_mem_free_count) */
 or_op *or_op_new(or_op_kind kind, size_t payload);
 void or_op_release(or_op *op);
 /* Returns the op's sequence number in s (the op itself may be gone by then). */
@@ -257,6 +258,13 @@ void or_stream_unblock(or_stream *s);
 void or_stream_op_begin(or_op *op);
 /* An op that completes outside a worker (a remote copy) is done. */
 void or_stream_op_done(or_op *op);
+/* A task the calling thread runs at once on an idle stream, with no op
+ * queued for it (runtime_ext.h, or_inline_task_begin): false if the stream
+ * is not idle, or in virtual time or while recording. */
+bool or_stream_inline_begin(or_stream *s, uint64_t *seq);
+void or_stream_inline_end(or_stream *s, uint64_t seq);
+/* The inline task becomes a handed op at the head of s, still running. */
+or_op *or_stream_inline_hand(or_stream *s, uint64_t seq);
 void or_mark_worker_thread(int device);
 void *or_device_worker_main(void *arg);
 

@@ -28,6 +28,10 @@ static or_device *device_of(const void *p)
     return NULL;
 }
 
+_Atomic uint64_t or_mem_frees;
+
+uint64_t or_mem_free_count(void) { return atomic_load(&or_mem_frees); }
+
 /* The live allocation of dev holding p. */
 static bool allocation_of(or_device *dev, const void *p, or_extent *alloc)
 {
@@ -402,6 +406,7 @@ orError_t orFree(void *devPtr)
         OR_RETURN(orErrorMemoryAllocation);
     if (rc)
         OR_RETURN(orErrorInvalidDevicePointer);
+    atomic_fetch_add(&or_mem_frees, 1);
     return orSuccess;
 }
 

@@ -169,6 +169,22 @@ void or_handed_task_begin(or_handed_task task) { or_stream_op_begin(task); }
 
 void or_handed_task_done(or_handed_task task) { or_stream_op_done(task); }
 
+bool or_inline_task_begin(orStream_t stream, or_inline_task *task)
+{
+    or_stream *s;
+    if (or_stream_resolve(stream, &s) != orSuccess)
+        return false;
+    task->stream = s;
+    return or_stream_inline_begin(s, &task->seq);
+}
+
+void or_inline_task_end(or_inline_task *task) { or_stream_inline_end(task->stream, task->seq); }
+
+or_handed_task or_inline_task_hand(or_inline_task *task)
+{
+    return or_stream_inline_hand(task->stream, task->seq);
+}
+
 int or_bind_thread_to_device(int device)
 {
     if (or_init() != orSuccess || device < 0 || device >= or_rt.ndevices)

@@ -119,6 +119,25 @@ orError_t or_launch_handed_task_held(orStream_t stream,
  * slices and activity, is the op's, with its correlation id). */
 void or_handed_task_begin(or_handed_task task);
 void or_handed_task_done(or_handed_task task);
+/* A task the calling thread runs right away while its stream is idle, with
+ * no op queued (no allocation, one pass under the device's lock at each
+ * end): or_inline_task_begin is false when the stream has work queued or
+ * running, or in virtual time or while recording. Until
+ * or_inline_task_end the stream is busy: ops issued meanwhile wait behind
+ * the task, synchronizes wait for it. or_inline_task_hand turns it into a
+ * handed task at the head of its stream, still running, for another thread
+ * to finish with or_handed_task_done (NULL: out of memory, the task is
+ * still inline). */
+typedef struct {
+    void *stream;
+    uint64_t seq;
+} or_inline_task;
+/* How many device allocations this process has freed: what or_mem_export
+ * said of a buffer of this process holds while the count has not moved. */
+uint64_t or_mem_free_count(void);
+bool or_inline_task_begin(orStream_t stream, or_inline_task *task);
+void or_inline_task_end(or_inline_task *task);
+or_handed_task or_inline_task_hand(or_inline_task *task);
 /* Bind the calling thread to the cores of this process's device `device` as
  * OPENREG_BIND says (under none, nothing); 0, or -1 if it cannot. */
 int or_bind_thread_to_device(int device);

@@ -69,16 +69,21 @@ void or_op_release(or_op *op)
 
 static int priority_level(const or_stream *s) { return OR_PRIORITY_LEAST - s->priority; }
 
+static void mark_done_locked(or_stream *s, uint64_t seq)
+{
+    atomic_store(&s->done_seq, seq); /* sequentially consistent: see want_wake */
+    if (seq >= atomic_load(&s->wake_seq)) {
+        atomic_store(&s->wake_seq, UINT64_MAX); /* the woken re-register what they still need */
+        or_notifier_signal(&s->done);
+    }
+}
+
 static void pop_head_locked(or_stream *s, or_op *op)
 {
     s->head = op->next;
     if (!s->head)
         s->tail = NULL;
-    atomic_store(&s->done_seq, op->seq); /* sequentially consistent: see want_wake */
-    if (op->seq >= atomic_load(&s->wake_seq)) {
-        atomic_store(&s->wake_seq, UINT64_MAX); /* the woken re-register what they still need */
-        or_notifier_signal(&s->done);
-    }
+    mark_done_locked(s, op->seq);
 }
 
 /* A waiter asks to be woken when done_seq reaches seq; it registers before
@@ -228,6 +233,66 @@ static void stream_complete(or_stream *s, or_op *op)
         }
         op = next;
     }
+}
+
+/* ---- inline tasks ----------------------------------------------------------
+ * A small collective whose stream is idle runs on the thread that issues
+ * it. It takes the stream's next sequence number and keeps the stream busy
+ * meanwhile (ops issued by other threads wait behind it, a synchronize
+ * waits for it) but allocates and queues no op: the op, its two passes
+ * under the device's lock and its hand-over cost more than the call
+ * (docs/occl-perf.md). Not in virtual time or while recording, which
+ * account for ops. */
+bool or_stream_inline_begin(or_stream *s, uint64_t *seq)
+{
+    if (or_vt_on || or_recording())
+        return false;
+    or_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    bool idle = !s->head && !s->busy && !s->queued && !s->blocked;
+    if (idle) {
+        s->busy = true;
+        *seq = ++s->last_seq;
+        atomic_store(&s->enq_seq, *seq);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return idle;
+}
+
+void or_stream_inline_end(or_stream *s, uint64_t seq)
+{
+    or_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    s->busy = false;
+    mark_done_locked(s, seq);
+    or_op *next = take_record_locked(s);
+    if (!next && s->head && stream_advance_locked(s))
+        or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+    if (next) { /* an event record issued meanwhile completes here */
+        or_stream_op_begin(next);
+        or_event_complete(next->u.event.event, next->u.event.gen, next->vt_start);
+        stream_complete(s, next);
+    }
+}
+
+or_op *or_stream_inline_hand(or_stream *s, uint64_t seq)
+{
+    or_op *op = or_op_new(OR_OP_HOST_FUNC, 0);
+    if (!op)
+        return NULL;
+    op->u.host.held = true;
+    op->seq = seq;
+    op->stream = s;
+    or_activity_issue(op);
+    or_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    op->next = s->head; /* ops issued meanwhile wait behind it */
+    s->head = op;
+    if (!s->tail)
+        s->tail = op;
+    pthread_mutex_unlock(&dev->lock);
+    return op;
 }
 
 /* Event completion calls this for a stream parked on it. */

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <limits.h>
 #include <math.h>
@@ -520,7 +521,22 @@ static long long verify(bench *b, const struct type_info *t, occlRedOp_t op, con
 typedef struct result {
     double time_s, algbw, busbw;
     long long wrong; /* -1: not checked */
+    /* OCCL_PERF_RUSAGE=1: per call, summed over processes (every thread):
+     * CPU time in us, voluntary and involuntary context switches. Counts
+     * that hold on a loaded machine, where the times do not. */
+    double cpu_us, vcsw, ivcsw;
 } result;
+
+static bool rusage_on;
+
+static void rusage_now(double v[3])
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    v[0] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    v[1] = (double)ru.ru_nvcsw;
+    v[2] = (double)ru.ru_nivcsw;
+}
 
 static double max_over_procs(double v)
 {
@@ -551,6 +567,9 @@ static result bench_occl(bench *b, const struct type_info *t, occlRedOp_t op, co
     if (b->check)
         init_data(b, t, op, s, in_place);
     barrier();
+    double ru0[3];
+    if (rusage_on)
+        rusage_now(ru0);
     double t0 = perf_now_s();
     static orEvent_t *ev0, *ev1;
     if (virtual_time && !ev0) { /* created once, kept for the run */
@@ -570,6 +589,14 @@ static result bench_occl(bench *b, const struct type_info *t, occlRedOp_t op, co
         OR_CHECK(orEventRecord(ev1[d], b->streams[d]));
     sync_all(b);
     double elapsed = perf_now_s() - t0;
+    double ru[3] = {0, 0, 0};
+    if (rusage_on) {
+        rusage_now(ru);
+        for (int k = 0; k < 3; k++)
+            ru[k] = (ru[k] - ru0[k]) / b->iters;
+        if (have_mpi)
+            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ru, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    }
     if (virtual_time) { /* the slowest device's stream, in virtual ns */
         elapsed = 0;
         for (int d = 0; d < b->g; d++) {
@@ -578,7 +605,7 @@ static result bench_occl(bench *b, const struct type_info *t, occlRedOp_t op, co
             elapsed = ns * 1e-9 > elapsed ? ns * 1e-9 : elapsed;
         }
     }
-    result res = {max_over_procs(elapsed / b->iters), 0, 0, -1};
+    result res = {max_over_procs(elapsed / b->iters), 0, 0, -1, ru[0], ru[1], ru[2]};
     res.algbw = (double)bytes / res.time_s / 1e9;
     res.busbw = res.algbw * bus_factor(b->coll, b->nranks);
     /* In-place sendrecv overwrites what the next rank is reading: no result
@@ -1077,6 +1104,8 @@ int main(int argc, char **argv)
     my_proc = ci.rank;
     const char *clock = getenv("OPENREG_TIME");
     virtual_time = clock && strcmp(clock, "virtual") == 0;
+    const char *ru_env = getenv("OCCL_PERF_RUSAGE");
+    rusage_on = ru_env && strcmp(ru_env, "1") == 0;
     int nprocs = ci.nranks;
     static char prog[64];
     snprintf(prog, sizeof prog, "occl-perf: process %d", my_proc);
@@ -1274,6 +1303,11 @@ int main(int argc, char **argv)
                         printf("  %7s  %6s  %8s", "N/A", "N/A", "N/A");
                     }
                     printf("\n");
+                    for (int ip = 0; rusage_on && ip < 2; ip++)
+                        if (o.place & (ip ? PLACE_IN : PLACE_OUT))
+                            printf("# rusage %s: per call, all processes: cpu %.2f us, "
+                                   "voluntary switches %.3f, involuntary %.3f\n",
+                                   ip ? "in place" : "out of place", r[ip].cpu_us, r[ip].vcsw, r[ip].ivcsw);
                 }
                 row++;
                 if (o.stepfactor > 1) {

@@ -102,6 +102,13 @@ expect "--place out: 3 rows of 9 columns, the out-of-place figures of a run of b
 expect "--place out: two buffers per rank" \
     has '^# out of place only: 2 device buffers of 1048576 bytes per rank'
 
+# OCCL_PERF_RUSAGE=1: a line of CPU time and context switches per call after
+# each row, for each placement run.
+run env OCCL_PERF_RUSAGE=1 OPENREG_DEVICES=1 "$OCCL_PERF" --coll allreduce -b 8 -e 64 -f 8 \
+    -n 5 -w 1 --place out
+expect "OCCL_PERF_RUSAGE=1: one rusage line per row and placement" \
+    status_and 0 eval '[ "$(grep -c "^# rusage out of place: per call, all processes: cpu [0-9.]* us, voluntary switches [0-9.]*, involuntary [0-9.]*$" "$tmp/out")" -eq 2 ] && ! has "rusage in place"'
+
 # One buffer only: 15 MiB of device memory holds one 8 MiB buffer (and the
 # collective's scratch), never two.
 perf2_capped() {

@@ -233,17 +233,17 @@ Test(bad_input, text_and_missing_attributes)
 
 Test(bad_input, more_than_the_device_limit)
 {
-    /* 1025 devices in the own format: refused at the 1025th, with its line. */
-    size_t cap = 64 * 1100, n = 0;
+    /* 16385 devices in the own format: refused at the 16385th, with its line. */
+    size_t cap = 32 * 16500, n = 0;
     char *xml = malloc(cap);
     n += (size_t)snprintf(xml + n, cap - n, "<topology version=\"1\"><node name=\"a\">\n");
-    for (int i = 0; i < 1025; i++)
+    for (int i = 0; i < 16385; i++)
         n += (size_t)snprintf(xml + n, cap - n, "<device id=\"d%d\"/>\n", i);
     n += (size_t)snprintf(xml + n, cap - n, "</node></topology>\n");
     or_topo *t = NULL;
     or_topo_error err;
     cr_assert_eq(or_topo_from_xml_memory(xml, n, "big", &t, &err), OR_TOPO_ERR_LIMIT);
-    cr_assert_eq(err.line, 1026);
+    cr_assert_eq(err.line, 16386);
     free(xml);
 }
 

@@ -13,7 +13,7 @@
  * devices (or_vclock_path): a transfer starts when both its sender and its
  * receiver have reached the step that holds it, takes the earliest slot
  * free on every link of its path on the replay's own link timelines (so
- * concurrent transfers that share a link share its bandwidth: vreplay.c),
+ * concurrent transfers that share a link share its bandwidth: the replay below),
  * and a step ends with its last transfer. Every rank computes the same
  * replay from the same inputs, so the times are deterministic, and its own
  * end is the stream's new clock. A reducing receive ends no earlier than

@@ -13,7 +13,7 @@
  * devices (or_vclock_path): a transfer starts when both its sender and its
  * receiver have reached the step that holds it, takes the earliest slot
  * free on every link of its path on the replay's own link timelines (so
- * concurrent transfers that share a link share its bandwidth: vreplay.c),
+ * concurrent transfers that share a link share its bandwidth: the replay below),
  * and a step ends with its last transfer. Every rank computes the same
  * replay from the same inputs, so the times are deterministic, and its own
  * end is the stream's new clock. A reducing receive ends no earlier than
@@ -31,7 +31,6 @@
 #include "topo.h"
 #include "vclock.h"
 #include "vmodel.h"
-#include "vreplay.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
@@ -52,19 +51,34 @@ typedef struct vend {
     uint64_t k;       /* k-th transfer of this direction of the pair */
 } vend;
 
+/* A ring's steps, generated as the replay reaches them rather than listed:
+ * a ring of n ranks has 2 n (n-1) transfers per all-reduce, too many to hold
+ * at thousands of ranks. `len` steps of the rank at ring position p, taking
+ * the rank's steps at .. at+len-1 (the listed steps after them follow). */
+typedef struct vseg {
+    const int *ring;
+    int n, p, at, len;
+    size_t count, es;
+    bool blocks, reduce; /* blocks: n-1 steps of `block` bytes (all-gather,
+                          * reduce-scatter); else reduce-scatter + all-gather
+                          * of the count's chunks (ring_rs_ag) */
+    uint64_t block;
+} vseg;
+
 typedef struct vrank {
-    int *first;         /* step s holds ends [first[s], first[s+1]) of the rank's list */
-    uint64_t *compute;  /* local work after step s's transfers */
+    int *first;         /* listed step s holds ends [first[s], first[s+1]) of the rank's list */
+    uint64_t *compute;  /* local work after listed step s's transfers */
     int nsteps, cap;
     vend *e;
     int ne, cape;
-    uint64_t *start;    /* start[s]: when step s began; start[nsteps]: the rank's end */
+    vseg seg;           /* len 0: none */
 } vrank;
 
 typedef struct vsim {
     const occl_vsystem *sys;
     int n;
     vrank *r;
+    int *leaders; /* the hierarchical all-reduce's ring of node leaders */
     const uint64_t *bps; /* memory bandwidth of each rank */
     occl_proto proto;    /* what each transfer and the call are charged (vproto.h) */
     occl_pfam fam;
@@ -137,21 +151,45 @@ static uint64_t chunk(size_t count, int q, int n, size_t es)
 
 /* The schedules below follow algorithms.c step by step. */
 
+static void ring_seg(vsim *v, const int *ring, int n, int p, size_t count, size_t es, int rank, bool blocks,
+                     bool reduce, uint64_t block)
+{
+    vrank *r = &v->r[rank];
+    if (v->oom)
+        return;
+    r->seg = (vseg){.ring = ring, .n = n, .p = p, .at = r->nsteps, .len = blocks ? n - 1 : 2 * (n - 1),
+                    .count = count, .es = es, .blocks = blocks, .reduce = reduce, .block = block};
+}
+
+/* The ring all-reduce's steps (reduce-scatter, then all-gather), as
+ * algorithms.c runs them: generated step by step (seg_step). */
 static void ring_rs_ag(vsim *v, const int *ring, int n, int p, size_t count, size_t es, int rank)
 {
-    int next = ring[(p + 1) % n], prev = ring[(p + n - 1) % n];
-    for (int s = 0; s < n - 1; s++) { /* reduce-scatter */
-        int sc = (p - s + n) % n, rc = (p - s - 1 + 2 * n) % n;
-        step_begin(v, rank);
-        add_send(v, rank, next, chunk(count, sc, n, es));
-        add_recv(v, rank, prev, chunk(count, rc, n, es), true);
+    ring_seg(v, ring, n, p, count, es, rank, false, false, 0);
+}
+
+/* Step i of a ring segment: a send to the next rank and a receive from the
+ * previous one. */
+static void seg_step(const vseg *g, int rank, int i, vend e[2])
+{
+    int n = g->n, p = g->p, next = g->ring[(p + 1) % n], prev = g->ring[(p + n - 1) % n];
+    uint64_t sb, rb;
+    bool reduce;
+    if (g->blocks) {
+        sb = rb = g->block;
+        reduce = g->reduce;
+    } else if (i < n - 1) { /* reduce-scatter */
+        sb = chunk(g->count, (p - i + n) % n, n, g->es);
+        rb = chunk(g->count, (p - i - 1 + 2 * n) % n, n, g->es);
+        reduce = true;
+    } else { /* all-gather */
+        int s = i - (n - 1);
+        sb = chunk(g->count, (p + 1 - s + n) % n, n, g->es);
+        rb = chunk(g->count, (p - s + n) % n, n, g->es);
+        reduce = false;
     }
-    for (int s = 0; s < n - 1; s++) { /* all-gather */
-        int sc = (p + 1 - s + n) % n, rc = (p - s + n) % n;
-        step_begin(v, rank);
-        add_send(v, rank, next, chunk(count, sc, n, es));
-        add_recv(v, rank, prev, chunk(count, rc, n, es), false);
-    }
+    e[0] = (vend){rank, next, i, true, false, sb, 0};
+    e[1] = (vend){rank, prev, i, false, reduce, rb, 0};
 }
 
 /* The double binary tree: each half up and down its tree in chunks, the
@@ -237,15 +275,16 @@ static void sched_allreduce(vsim *v, const occl_call *c, occl_algo algo)
             }
             int L = comm->nnodes;
             if (L > 1) {
-                int *leaders = malloc((size_t)L * sizeof *leaders);
-                if (!leaders) {
-                    v->oom = true;
-                    return;
+                if (!v->leaders) {
+                    v->leaders = malloc((size_t)L * sizeof *v->leaders);
+                    if (!v->leaders) {
+                        v->oom = true;
+                        return;
+                    }
+                    for (int j = 0; j < L; j++)
+                        v->leaders[j] = comm->ring[comm->node_first[j]];
                 }
-                for (int j = 0; j < L; j++)
-                    leaders[j] = comm->ring[comm->node_first[j]];
-                ring_rs_ag(v, leaders, L, k, c->count, es, me);
-                free(leaders);
+                ring_rs_ag(v, v->leaders, L, k, c->count, es, me);
             }
             if (m > 1) {
                 step_begin(v, me);
@@ -332,14 +371,8 @@ static void sched_ring_blocks(vsim *v, const occl_call *c, bool reduce)
     const occl_vsystem *comm = v->sys;
     int n = v->n;
     uint64_t block = (uint64_t)c->count * occl_type_size(c->type);
-    for (int p = 0; p < n; p++) {
-        int me = comm->ring[p];
-        for (int s = 0; s < n - 1; s++) {
-            step_begin(v, me);
-            add_send(v, me, comm->ring[(p + 1) % n], block);
-            add_recv(v, me, comm->ring[(p + n - 1) % n], block, reduce);
-        }
-    }
+    for (int p = 0; p < n; p++)
+        ring_seg(v, comm->ring, n, p, 0, 0, comm->ring[p], true, reduce, block);
 }
 
 static void sched_direct(vsim *v, const occl_call *c)
@@ -371,119 +404,365 @@ static void sched_direct(vsim *v, const occl_call *c)
 
 /* ---- replay ------------------------------------------------------------------ */
 
-static int cmp_end(const void *a, const void *b)
+/* The replay runs each rank's steps in order from its entry clock: a step
+ * offers its ends as it starts; the k-th send from a to b and the k-th
+ * receive of b from a make a transfer, ready when both steps have started
+ * (the later start). Ready transfers are taken in order of ready time (ties:
+ * sender, receiver, k), each taking the earliest slot free on every link of
+ * its path for its bytes at the bottleneck's rate (or_vlinks_reserve); a
+ * step ends with its last transfer, plus its local work, and the rank's next
+ * step starts. Ready times never decrease (a step starts when an earlier
+ * transfer ends), so reservations are made in virtual start order, as the
+ * runtime's timelines expect. Only what is in flight is held: the ends
+ * waiting for their partner, the ready transfers and each pair's path. */
+
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+typedef struct vwait { /* an end offered before its partner */
+    uint64_t start, bytes;
+    int next; /* the pair's next waiting end; -1: none */
+    bool reduce;
+} vwait;
+
+typedef struct vpair { /* one direction between two ranks */
+    int src, dst;
+    int head, tail;  /* waiting ends, oldest first; -1: none */
+    bool sends_wait; /* the waiting ends are sends (else receives) */
+    uint64_t k;      /* transfers made so far */
+    bool have_path;
+    or_vpath path;   /* with the protocol's per-hop latency and the rails */
+    occl_hw hw;
+    bool sharp;
+} vpair;
+
+typedef struct vx { /* a ready transfer */
+    int src, dst, pair;
+    bool reduce;
+    uint64_t k, ready, bytes;
+} vx;
+
+typedef struct vrun {
+    vsim *v;
+    const uint64_t *entry;
+    uint64_t *end;
+    int *step, *pending, *nsteps; /* per rank: the step it runs, its ends not yet done, its steps */
+    uint64_t *last;               /* per rank: the step's start, then its latest transfer's end */
+    int ended;
+    vpair *pairs;
+    int npairs, cap_pairs;
+    int *slots; /* pair index + 1 by (src, dst), open addressing; 0: empty */
+    size_t cap_slots;
+    vwait *w;
+    int nw, cap_w, free_w;
+    vx *x;
+    int nx, cap_x, free_x; /* free list threaded through src */
+    int *heap;
+    int nheap, cap_heap;
+    or_vlinks links;
+    bool bad; /* the ends do not pair up (a bug) */
+} vrun;
+
+static size_t pair_slot(int src, int dst, size_t cap)
 {
-    const vend *x = *(vend *const *)a, *y = *(vend *const *)b;
-    int xs = x->send ? x->rank : x->peer, ys = y->send ? y->rank : y->peer;
-    int xd = x->send ? x->peer : x->rank, yd = y->send ? y->peer : y->rank;
-    if (xs != ys)
-        return xs < ys ? -1 : 1;
-    if (xd != yd)
-        return xd < yd ? -1 : 1;
-    if (x->k != y->k)
-        return x->k < y->k ? -1 : 1;
-    return (int)y->send - (int)x->send;
+    uint64_t h = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)(h & (cap - 1));
 }
 
-/* Pair the k-th send of each direction with its k-th receive, and replay
- * the steps from the entry clocks over the paths between the ranks'
- * devices, the transfers contending for the links they share
- * (vreplay.h). false if the schedule does not match up (a bug) or memory
- * ran out. */
-static bool replay(vsim *v, const uint64_t *entry)
+static bool grow_array(void **a, int *cap, int need, size_t elem)
 {
-    int n = v->n;
-    size_t total = 0;
-    for (int r = 0; r < n; r++)
-        total += (size_t)v->r[r].ne;
-    vend **all = malloc((total ? total : 1) * sizeof *all);
-    uint64_t *cnt = calloc((size_t)n * 2, sizeof *cnt);
-    int *step0 = malloc((size_t)(n + 1) * sizeof *step0);
-    occl_vxfer *x = malloc((total / 2 + 1) * sizeof *x);
-    bool ok = all && cnt && step0 && x;
-    v->oom = !ok;
-    size_t m = 0;
-    for (int r = 0; r < n && ok; r++) {
-        memset(cnt, 0, (size_t)n * 2 * sizeof *cnt);
-        for (int i = 0; i < v->r[r].ne; i++) {
-            vend *e = &v->r[r].e[i];
-            e->k = cnt[2 * e->peer + e->send]++;
-            all[m++] = e;
+    if (need <= *cap)
+        return true;
+    int c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *g = realloc(*a, (size_t)c * elem);
+    if (!g)
+        return false;
+    *a = g;
+    *cap = c;
+    return true;
+}
+
+/* The pair (src, dst), made on first use; -1 when out of memory. */
+static int pair_get(vrun *R, int src, int dst)
+{
+    if (R->cap_slots) {
+        size_t j = pair_slot(src, dst, R->cap_slots);
+        for (; R->slots[j]; j = (j + 1) & (R->cap_slots - 1)) {
+            const vpair *p = &R->pairs[R->slots[j] - 1];
+            if (p->src == src && p->dst == dst)
+                return R->slots[j] - 1;
         }
     }
-    if (ok) {
-        qsort(all, total, sizeof *all, cmp_end);
-        step0[0] = 0;
-        for (int r = 0; r < n; r++)
-            step0[r + 1] = step0[r] + v->r[r].nsteps;
+    if (2 * ((size_t)R->npairs + 1) > R->cap_slots) {
+        size_t cap = R->cap_slots ? 2 * R->cap_slots : 256;
+        int *g = calloc(cap, sizeof *g);
+        if (!g)
+            return -1;
+        for (int i = 0; i < R->npairs; i++) {
+            size_t j = pair_slot(R->pairs[i].src, R->pairs[i].dst, cap);
+            while (g[j])
+                j = (j + 1) & (cap - 1);
+            g[j] = i + 1;
+        }
+        free(R->slots);
+        R->slots = g;
+        R->cap_slots = cap;
     }
-    size_t nx = 0;
-    for (size_t i = 0; ok && i < total; i += 2) {
-        vend *s = all[i], *d = i + 1 < total ? all[i + 1] : NULL;
-        if (!d || !s->send || d->send || s->rank != d->peer || d->rank != s->peer || s->k != d->k ||
-            s->bytes != d->bytes) {
+    if (!grow_array((void **)&R->pairs, &R->cap_pairs, R->npairs + 1, sizeof *R->pairs))
+        return -1;
+    R->pairs[R->npairs] = (vpair){.src = src, .dst = dst, .head = -1, .tail = -1};
+    size_t j = pair_slot(src, dst, R->cap_slots);
+    while (R->slots[j])
+        j = (j + 1) & (R->cap_slots - 1);
+    R->slots[j] = R->npairs + 1;
+    return R->npairs++;
+}
+
+/* Ready first, then sender, receiver, k: a fixed order for equal times. */
+static bool x_before(const vx *p, const vx *q)
+{
+    if (p->ready != q->ready)
+        return p->ready < q->ready;
+    if (p->src != q->src)
+        return p->src < q->src;
+    if (p->dst != q->dst)
+        return p->dst < q->dst;
+    return p->k < q->k;
+}
+
+static bool heap_push(vrun *R, int xi)
+{
+    if (!grow_array((void **)&R->heap, &R->cap_heap, R->nheap + 1, sizeof *R->heap))
+        return false;
+    int i = R->nheap++;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!x_before(&R->x[xi], &R->x[R->heap[parent]]))
+            break;
+        R->heap[i] = R->heap[parent];
+        i = parent;
+    }
+    R->heap[i] = xi;
+    return true;
+}
+
+static int heap_pop(vrun *R)
+{
+    int top = R->heap[0], moved = R->heap[--R->nheap], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= R->nheap)
+            break;
+        if (c + 1 < R->nheap && x_before(&R->x[R->heap[c + 1]], &R->x[R->heap[c]]))
+            c++;
+        if (!x_before(&R->x[R->heap[c]], &R->x[moved]))
+            break;
+        R->heap[i] = R->heap[c];
+        i = c;
+    }
+    if (R->nheap)
+        R->heap[i] = moved;
+    return top;
+}
+
+/* Rank `rank`, whose step started at t, offers end e: it waits for its
+ * partner, or makes a ready transfer with it. false when out of memory. */
+static bool offer(vrun *R, int rank, const vend *e, uint64_t t)
+{
+    int src = e->send ? rank : e->peer, dst = e->send ? e->peer : rank;
+    int pi = pair_get(R, src, dst);
+    if (pi < 0)
+        return false;
+    vpair *P = &R->pairs[pi];
+    if (P->head < 0 || P->sends_wait == e->send) {
+        int wi = R->free_w;
+        if (wi >= 0) {
+            R->free_w = R->w[wi].next;
+        } else {
+            if (!grow_array((void **)&R->w, &R->cap_w, R->nw + 1, sizeof *R->w))
+                return false;
+            wi = R->nw++;
+        }
+        R->w[wi] = (vwait){t, e->bytes, -1, e->reduce};
+        if (P->head < 0)
+            P->head = wi;
+        else
+            R->w[P->tail].next = wi;
+        P->tail = wi;
+        P->sends_wait = e->send;
+        return true;
+    }
+    int wi = P->head;
+    vwait w = R->w[wi];
+    P->head = w.next;
+    R->w[wi].next = R->free_w;
+    R->free_w = wi;
+    if (w.bytes != e->bytes)
+        R->bad = true;
+    int xi = R->free_x;
+    if (xi >= 0) {
+        R->free_x = R->x[xi].src;
+    } else {
+        if (!grow_array((void **)&R->x, &R->cap_x, R->nx + 1, sizeof *R->x))
+            return false;
+        xi = R->nx++;
+    }
+    R->x[xi] = (vx){.src = src, .dst = dst, .pair = pi, .reduce = e->send ? w.reduce : e->reduce,
+                    .k = P->k++, .ready = max_u64(w.start, t), .bytes = e->bytes};
+    return heap_push(R, xi);
+}
+
+/* The ends of rank's step s and the work after it. */
+static int step_ends(const vsim *v, int rank, int s, vend seg[2], const vend **ends, uint64_t *compute)
+{
+    const vrank *r = &v->r[rank];
+    const vseg *g = &r->seg;
+    if (g->len && s >= g->at && s < g->at + g->len) {
+        seg_step(g, rank, s - g->at, seg);
+        *ends = seg;
+        *compute = 0;
+        return 2;
+    }
+    if (g->len && s >= g->at)
+        s -= g->len;
+    *ends = &r->e[r->first[s]];
+    *compute = r->compute[s];
+    return r->first[s + 1] - r->first[s];
+}
+
+/* Rank starts step s at t; steps without transfers end at once. */
+static bool step_start(vrun *R, int rank, int s, uint64_t t)
+{
+    for (;;) {
+        vend seg[2];
+        const vend *e;
+        uint64_t compute;
+        int ne = step_ends(R->v, rank, s, seg, &e, &compute);
+        R->step[rank] = s;
+        R->last[rank] = t;
+        R->pending[rank] = ne;
+        for (int i = 0; i < ne; i++)
+            if (!offer(R, rank, &e[i], t))
+                return false;
+        if (ne > 0)
+            return true;
+        t = add_sat(t, compute);
+        if (s + 1 == R->nsteps[rank]) {
+            R->end[rank] = t;
+            R->ended++;
+            return true;
+        }
+        s++;
+    }
+}
+
+/* One of rank's current step's transfers ended at `end`. */
+static bool transfer_ended(vrun *R, int rank, uint64_t end)
+{
+    R->last[rank] = max_u64(R->last[rank], end);
+    if (--R->pending[rank] > 0)
+        return true;
+    int s = R->step[rank];
+    vend seg[2];
+    const vend *e;
+    uint64_t compute;
+    (void)step_ends(R->v, rank, s, seg, &e, &compute);
+    uint64_t t = add_sat(R->last[rank], compute);
+    if (s + 1 == R->nsteps[rank]) {
+        R->end[rank] = t;
+        R->ended++;
+        return true;
+    }
+    return step_start(R, rank, s + 1, t);
+}
+
+/* The path of pair P, as the call charges it: the protocol's per-hop
+ * latency comes on top of the path's, and NCCL's channels of a ring or tree
+ * cross between nodes through every rail at once (the crossing runs at the
+ * rails' sum). */
+static void pair_path(const vsim *v, vpair *P)
+{
+    or_vpath path = v->sys->path(v->sys->ctx, P->src, P->dst);
+    occl_hw hw = occl_proto_hw(path.type);
+    if (v->spread && hw == OCCL_HW_NET && v->sys->rails > 1)
+        path.bytes_per_s = path.bytes_per_s > UINT64_MAX / 4 / (uint64_t)v->sys->rails
+                               ? UINT64_MAX / 4
+                               : path.bytes_per_s * (uint64_t)v->sys->rails;
+    uint64_t hop = occl_proto_hop_ns(v->fam, v->proto, hw);
+    path.latency_ns = path.latency_ns > UINT64_MAX / 4 - hop ? UINT64_MAX / 4 : path.latency_ns + hop;
+    if (v->steady)
+        path.latency_ns = 0;
+    P->path = path;
+    P->hw = hw;
+    P->sharp = occl_proto_sharp(hw, path.bytes_per_s);
+    P->have_path = true;
+}
+
+static void vrun_free(vrun *R)
+{
+    free(R->step);
+    free(R->pending);
+    free(R->nsteps);
+    free(R->last);
+    free(R->pairs);
+    free(R->slots);
+    free(R->w);
+    free(R->x);
+    free(R->heap);
+    or_vlinks_free(&R->links);
+}
+
+/* Replays the steps from the entry clocks; end[r]: when rank r's last step
+ * ended. false if the schedule does not pair up (a bug) or memory ran out
+ * (v->oom). */
+static bool replay(vsim *v, const uint64_t *entry, uint64_t *end)
+{
+    int n = v->n;
+    vrun R = {.v = v, .entry = entry, .end = end, .free_w = -1, .free_x = -1};
+    R.step = malloc((size_t)n * sizeof *R.step);
+    R.pending = malloc((size_t)n * sizeof *R.pending);
+    R.nsteps = malloc((size_t)n * sizeof *R.nsteps);
+    R.last = malloc((size_t)n * sizeof *R.last);
+    bool ok = R.step && R.pending && R.nsteps && R.last;
+    for (int r = 0; r < n && ok; r++) {
+        R.nsteps[r] = v->r[r].nsteps + v->r[r].seg.len;
+        if (!R.nsteps[r]) {
+            end[r] = entry[r];
+            R.ended++;
+        } else {
+            ok = step_start(&R, r, 0, entry[r]);
+        }
+    }
+    while (ok && R.nheap) {
+        int xi = heap_pop(&R);
+        vx x = R.x[xi];
+        R.x[xi].src = R.free_x;
+        R.free_x = xi;
+        vpair *P = &R.pairs[x.pair];
+        if (!P->have_path)
+            pair_path(v, P);
+        uint64_t wire = occl_proto_wire_bytes(v->fam, v->proto, P->hw, v->n, P->sharp, x.bytes);
+        uint64_t busy = or_vclock_bytes_ns(wire, P->path.bytes_per_s), slot;
+        if (!or_vlinks_reserve(&R.links, &P->path, x.ready, busy, &slot)) {
             ok = false;
             break;
         }
-        /* The protocol's per-hop latency comes on top of the path's, and
-         * the links carry its flags with the data (vproto.h). A reducing
-         * receive reads two buffers and writes one at the receiver's
-         * memory, overlapped with the transfer. */
-        or_vpath path = v->sys->path(v->sys->ctx, s->rank, d->rank);
-        occl_hw hw = occl_proto_hw(path.type);
-        /* NCCL's channels of a ring or tree cross between nodes through
-         * every rail at once: the crossing runs at the rails' sum. */
-        if (v->spread && hw == OCCL_HW_NET && v->sys->rails > 1)
-            path.bytes_per_s = path.bytes_per_s > UINT64_MAX / 4 / (uint64_t)v->sys->rails
-                                   ? UINT64_MAX / 4
-                                   : path.bytes_per_s * (uint64_t)v->sys->rails;
-        uint64_t hop = occl_proto_hop_ns(v->fam, v->proto, hw);
-        path.latency_ns = path.latency_ns > UINT64_MAX / 4 - hop ? UINT64_MAX / 4 : path.latency_ns + hop;
-        if (v->steady)
-            path.latency_ns = 0;
-        x[nx++] = (occl_vxfer){.src = s->rank, .dst = d->rank, .k = s->k,
-                               .src_step = step0[s->rank] + s->step,
-                               .dst_step = step0[d->rank] + d->step,
-                               .bytes = occl_proto_wire_bytes(v->fam, v->proto, hw, v->n,
-                                                        occl_proto_sharp(hw, path.bytes_per_s), s->bytes), .path = path,
-                               .reduce_ns = d->reduce ? ceil_div_ns(3 * s->bytes, v->bps[d->rank]) : 0};
+        /* The data holds the links for `busy`; latency is the pipeline's
+         * delay (as the runtime charges a copy). A reducing receive reads
+         * two buffers and writes one at the receiver's memory, fused into
+         * the transfer as the data arrives, whatever the links. */
+        uint64_t e = add_sat(add_sat(slot, busy), P->path.latency_ns);
+        if (x.reduce)
+            e = max_u64(e, add_sat(add_sat(x.ready, P->path.latency_ns), ceil_div_ns(3 * x.bytes, v->bps[x.dst])));
+        ok = transfer_ended(&R, x.src, e) && transfer_ended(&R, x.dst, e);
     }
-    free(all);
-    free(cnt);
-    uint64_t *compute = NULL, *start = NULL, *end = NULL;
-    if (ok) {
-        size_t steps = (size_t)step0[n] + 1;
-        compute = malloc(steps * sizeof *compute);
-        start = malloc(steps * sizeof *start);
-        end = malloc((size_t)n * sizeof *end);
-        ok = compute && start && end;
-        v->oom = !ok;
-    }
-    for (int r = 0; r < n && ok; r++) {
-        vrank *vr = &v->r[r];
-        if (vr->nsteps)
-            memcpy(&compute[step0[r]], vr->compute, (size_t)vr->nsteps * sizeof *compute);
-        vr->start = malloc((size_t)(vr->nsteps + 1) * sizeof *vr->start);
-        ok = vr->start != NULL;
-        v->oom = !ok;
-    }
-    if (ok) {
-        occl_vreplay run = {n, step0, compute, entry, x, nx, start, end};
-        int res = occl_vreplay_run(&run);
-        v->oom = res == OCCL_VREPLAY_NOMEM;
-        ok = res == OCCL_VREPLAY_OK;
-    }
-    for (int r = 0; r < n && ok; r++) {
-        vrank *vr = &v->r[r];
-        if (vr->nsteps)
-            memcpy(vr->start, &start[step0[r]], (size_t)vr->nsteps * sizeof *vr->start);
-        vr->start[vr->nsteps] = end[r];
-    }
-    free(step0);
-    free(x);
-    free(compute);
-    free(start);
-    free(end);
+    v->oom = !ok;
+    ok = ok && !R.bad && R.ended == n;
+    vrun_free(&R);
     return ok;
 }
 
@@ -493,9 +772,9 @@ static void sim_free(vsim *v)
         free(v->r[r].first);
         free(v->r[r].compute);
         free(v->r[r].e);
-        free(v->r[r].start);
     }
     free(v->r);
+    free(v->leaders);
 }
 
 /* Every rank's steps of collective c with algorithm algo. */
@@ -568,15 +847,13 @@ static bool replay_ends(const occl_vsystem *s, const occl_call *c, occl_algo alg
                         const uint64_t *entry, const uint64_t *bps, bool steady, uint64_t *end, bool *oom)
 {
     occl_pfam fam = occl_vmodel_family(c->coll, algo);
-    vsim v = {s, s->nranks, calloc((size_t)s->nranks, sizeof(vrank)), bps, proto, fam,
-              spreads(c->coll, algo), steady, false};
+    vsim v = {.sys = s, .n = s->nranks, .r = calloc((size_t)s->nranks, sizeof(vrank)), .bps = bps,
+              .proto = proto, .fam = fam, .spread = spreads(c->coll, algo), .steady = steady};
     bool ok = v.r != NULL;
     if (ok) {
         schedule(&v, c, algo);
-        ok = !v.oom && replay(&v, entry);
+        ok = !v.oom && replay(&v, entry, end);
     }
-    for (int r = 0; r < s->nranks && ok; r++)
-        end[r] = v.r[r].start[v.r[r].nsteps];
     *oom = !v.r || v.oom;
     sim_free(&v);
     return ok;
@@ -625,8 +902,6 @@ static bool nvls_loop_ns(const occl_vsystem *s, const occl_call *c, const uint64
         *ns = max_u64(*ns, end[r]);
     return true;
 }
-
-static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX / 4 - b ? UINT64_MAX / 4 : a + b; }
 
 /* NCCL's NVLS all-reduce in the switch as a pipeline (vproto.h,
  * docs/virtual-time.md#protocols): each channel passes its loops through

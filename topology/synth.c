@@ -7,6 +7,8 @@
  * Link speeds of the DGX boxes come from NVIDIA's public specifications;
  * docs/topology.md cites them.
  */
+#define OT_STR_(x) #x
+#define OT_STR(x) OT_STR_(x)
 #include "topo_internal.h"
 
 #include <ctype.h>
@@ -364,12 +366,12 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
         case 0:
             if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->nodes))
                 return fail_at(c, vat, OR_TOPO_ERR_VALUE,
-                               "nodes:%s is not a whole number from 1 to 1024", value, NULL);
+                               "nodes:%s is not a whole number from 1 to " OT_STR(OR_TOPO_MAX_DEVICES), value, NULL);
             break;
         case 1:
-            if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->devices))
+            if (parse_count(value, OR_TOPO_MAX_NODE_DEVICES, &s->devices))
                 return fail_at(c, vat, OR_TOPO_ERR_VALUE,
-                               "devices:%s is not a whole number from 1 to 1024", value, NULL);
+                               "devices:%s is not a whole number from 1 to " OT_STR(OR_TOPO_MAX_NODE_DEVICES), value, NULL);
             break;
         case 2:
             if (!strcmp(value, "switch"))
@@ -392,12 +394,12 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
                 return fail_at(c, vat, OR_TOPO_ERR_VALUE,
                                "dims:%s is not ROWSxCOLUMNS, like 4x4", value, NULL);
             *x = '\0';
-            if (parse_count(a, OR_TOPO_MAX_DEVICES, &s->dim_a) ||
-                parse_count(x + 1, OR_TOPO_MAX_DEVICES, &s->dim_b))
+            if (parse_count(a, OR_TOPO_MAX_NODE_DEVICES, &s->dim_a) ||
+                parse_count(x + 1, OR_TOPO_MAX_NODE_DEVICES, &s->dim_b))
                 return fail_at(c, vat, OR_TOPO_ERR_VALUE,
                                "dims:%s is not ROWSxCOLUMNS, like 4x4", value, NULL);
-            if ((long)s->dim_a * s->dim_b > OR_TOPO_MAX_DEVICES)
-                return fail_at(c, vat, OR_TOPO_ERR_LIMIT, "dims:%s holds more than 1024 devices",
+            if ((long)s->dim_a * s->dim_b > OR_TOPO_MAX_NODE_DEVICES)
+                return fail_at(c, vat, OR_TOPO_ERR_LIMIT, "dims:%s holds more than " OT_STR(OR_TOPO_MAX_NODE_DEVICES) " devices",
                                value, NULL);
             break;
         }
@@ -435,7 +437,7 @@ static or_topo_status parse_synth(const ot_cursor *c, ot_synth *s)
         case 10:
             if (parse_count(value, OR_TOPO_MAX_DEVICES, &s->leaf))
                 return fail_at(c, vat, OR_TOPO_ERR_VALUE,
-                               "leaf:%s is not a whole number from 1 to 1024 (nodes per leaf switch)",
+                               "leaf:%s is not a whole number from 1 to " OT_STR(OR_TOPO_MAX_DEVICES) " (nodes per leaf switch)",
                                value, NULL);
             break;
         case 11:
@@ -577,10 +579,10 @@ static int preset_synth(const char *name, ot_synth *s, char *why, size_t why_siz
         size_t n = strlen(shapes[i].prefix);
         if (strncmp(name, shapes[i].prefix, n) == 0) {
             s->shape = shapes[i].shape;
-            s->devices = suffix_count(name + n, OR_TOPO_MAX_DEVICES);
+            s->devices = suffix_count(name + n, OR_TOPO_MAX_NODE_DEVICES);
             if (s->devices == -2 && why)
                 snprintf(why, why_size, "%sN has from 1 to %d devices", shapes[i].prefix,
-                         OR_TOPO_MAX_DEVICES);
+                         OR_TOPO_MAX_NODE_DEVICES);
             return s->devices > 0 ? 0 : s->devices;
         }
     }
@@ -592,14 +594,14 @@ static int preset_synth(const char *name, ot_synth *s, char *why, size_t why_siz
             return -1;
         *x = '\0';
         s->shape = SHAPE_TORUS;
-        s->dim_a = suffix_count(a, OR_TOPO_MAX_DEVICES);
-        s->dim_b = suffix_count(x + 1, OR_TOPO_MAX_DEVICES);
+        s->dim_a = suffix_count(a, OR_TOPO_MAX_NODE_DEVICES);
+        s->dim_b = suffix_count(x + 1, OR_TOPO_MAX_NODE_DEVICES);
         if (s->dim_a == -1 || s->dim_b == -1)
             return -1;
-        if (s->dim_a < 1 || s->dim_b < 1 || (long)s->dim_a * s->dim_b > OR_TOPO_MAX_DEVICES) {
+        if (s->dim_a < 1 || s->dim_b < 1 || (long)s->dim_a * s->dim_b > OR_TOPO_MAX_NODE_DEVICES) {
             if (why)
                 snprintf(why, why_size, "torusAxB has from 1 to %d devices, A times B",
-                         OR_TOPO_MAX_DEVICES);
+                         OR_TOPO_MAX_NODE_DEVICES);
             return -2;
         }
         s->devices = s->dim_a * s->dim_b;

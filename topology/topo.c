@@ -311,11 +311,7 @@ or_topo_status ot_add_vertex(or_topo *t, const char *id, or_topo_kind kind, int 
         return ot_fail(err, OR_TOPO_ERR_DUPLICATE, t->source, line, 0,
                        "id '%s' is already used (line %d)", id, t->verts[prev].line);
     if (kind == OR_TOPO_DEVICE) {
-        int ndev = 0;
-        for (int i = 0; i < t->nverts; i++)
-            ndev += t->verts[i].kind == OR_TOPO_DEVICE;
-        /* Counting is quadratic only up to the limit, which stops it. */
-        if (ndev >= OR_TOPO_MAX_DEVICES)
+        if (t->ndevs_added >= OR_TOPO_MAX_DEVICES)
             return ot_fail(err, OR_TOPO_ERR_LIMIT, t->source, line, 0,
                            "more than %d devices", OR_TOPO_MAX_DEVICES);
     }
@@ -335,6 +331,7 @@ or_topo_status ot_add_vertex(or_topo *t, const char *id, or_topo_kind kind, int 
     if (vertex)
         *vertex = t->nverts;
     t->nverts++;
+    t->ndevs_added += kind == OR_TOPO_DEVICE;
     return OR_TOPO_OK;
 }
 

@@ -46,10 +46,15 @@ typedef enum {
 } or_topo_status;
 
 /* Longest accepted id or name, and the most devices and links a topology
- * may hold (these bound building and each device's paths to about a second). */
+ * may hold: a cluster of 16 384 devices (2 048 eight-device boxes with
+ * their switches and NICs); paths are computed per source device on demand,
+ * so the limits bound building, not the paths. */
 #define OR_TOPO_MAX_ID 128
-#define OR_TOPO_MAX_DEVICES 1024
-#define OR_TOPO_MAX_LINKS 65536
+#define OR_TOPO_MAX_DEVICES 16384
+/* The most devices one node (a synthetic node, a fullN, ringN, switchN or
+ * torus preset) may hold. */
+#define OR_TOPO_MAX_NODE_DEVICES 1024
+#define OR_TOPO_MAX_LINKS 262144
 
 typedef struct or_topo_error {
     or_topo_status code;

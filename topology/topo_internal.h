@@ -51,6 +51,7 @@ struct or_topo {
 
     int nverts, cap_verts;
     ot_vertex *verts;
+    int ndevs_added; /* device vertices so far (the limit's count) */
     ot_idmap ids;
 
     int nlinks, cap_links;

@@ -88,9 +88,9 @@ static bad_string bad_strings[] = {
     {"switch99999999999999999999", OR_TOPO_ERR_VALUE, 0, "switchN has from 1 to 1024 devices"},
     {"torus40x40", OR_TOPO_ERR_VALUE, 0, "torusAxB has from 1 to 1024 devices, A times B"},
     {"dgx-a100x0", OR_TOPO_ERR_VALUE, 0,
-     "preset 'dgx-a100x0': its size is out of range (dgx-a100xN has from 1 to 128 boxes"},
-    {"dgx-h100x200", OR_TOPO_ERR_VALUE, 0, "dgx-h100xN has from 1 to 128 boxes"},
-    {"nvl72x15", OR_TOPO_ERR_VALUE, 0, "nvl72xN has from 1 to 14 racks of 72 devices"},
+     "preset 'dgx-a100x0': its size is out of range (dgx-a100xN has from 1 to 2048 boxes"},
+    {"dgx-h100x2049", OR_TOPO_ERR_VALUE, 0, "dgx-h100xN has from 1 to 2048 boxes"},
+    {"nvl72x228", OR_TOPO_ERR_VALUE, 0, "nvl72xN has from 1 to 227 racks of 72 devices"},
     {"ringx", OR_TOPO_ERR_UNKNOWN_PRESET, 0, "unknown preset 'ringx'"},
     {"torus4", OR_TOPO_ERR_UNKNOWN_PRESET, 0, "unknown preset"},
     {"nodes:2 devices:4 intra:300GHz", OR_TOPO_ERR_VALUE, 25, "unknown unit 'GHz'"},
@@ -109,13 +109,15 @@ static bad_string bad_strings[] = {
     {"devices:4 dims:2x2", OR_TOPO_ERR_SYNTAX, 11, "dims applies to shape:torus only"},
     {"shape:torus dims:4by4", OR_TOPO_ERR_VALUE, 18, "not ROWSxCOLUMNS"},
     {"nodes:2", OR_TOPO_ERR_SYNTAX, 0, "needs devices:N"},
-    {"nodes:3 devices:512", OR_TOPO_ERR_LIMIT, 0, "more than 1024 devices"},
+    {"nodes:17 devices:1024", OR_TOPO_ERR_LIMIT, 0, "17 nodes x 1024 devices is more than 16384 devices"},
+    {"nodes:16385 devices:1", OR_TOPO_ERR_VALUE, 7, "nodes:16385 is not a whole number from 1 to 16384"},
+    {"devices:1025", OR_TOPO_ERR_VALUE, 9, "devices:1025 is not a whole number from 1 to 1024"},
     {"shape:torus dims:64x64", OR_TOPO_ERR_LIMIT, 18, "more than 1024"},
-    {"devices:400 shape:full", OR_TOPO_ERR_LIMIT, 0, "more than 65536 links"},
+    {"devices:800 shape:full", OR_TOPO_ERR_LIMIT, 0, "more than 262144 links"},
     {"box:dgx-a100 devices:4", OR_TOPO_ERR_SYNTAX, 14, "cannot be combined with box:"},
     {"box:dgx-b200", OR_TOPO_ERR_UNKNOWN_PRESET, 5, "unknown box 'dgx-b200'"},
     {"box:nvl72 nics:4", OR_TOPO_ERR_SYNTAX, 11, "nics applies to the dgx boxes only"},
-    {"box:nvl72 nodes:15", OR_TOPO_ERR_LIMIT, 0, "15 nodes x 72 devices is more than 1024"},
+    {"box:nvl72 nodes:228", OR_TOPO_ERR_LIMIT, 0, "228 nodes x 72 devices is more than 16384"},
     {"nodes:2 devices:2 fabric:mesh", OR_TOPO_ERR_VALUE, 26, "unknown fabric 'mesh'"},
     {"nodes:2 devices:2 leaf:2", OR_TOPO_ERR_SYNTAX, 19, "leaf applies to fabric:leaf-spine only"},
     {"nodes:2 devices:2 oversub:2", OR_TOPO_ERR_SYNTAX, 19, "oversub applies to fabric:leaf-spine or fabric:rails only"},
@@ -231,17 +233,17 @@ Test(bad_input, text_and_missing_attributes)
 
 Test(bad_input, more_than_the_device_limit)
 {
-    /* 1025 devices in the own format: refused at the 1025th, with its line. */
-    size_t cap = 64 * 1100, n = 0;
+    /* 16385 devices in the own format: refused at the 16385th, with its line. */
+    size_t cap = 32 * 16500, n = 0;
     char *xml = malloc(cap);
     n += (size_t)snprintf(xml + n, cap - n, "<topology version=\"1\"><node name=\"a\">\n");
-    for (int i = 0; i < 1025; i++)
+    for (int i = 0; i < 16385; i++)
         n += (size_t)snprintf(xml + n, cap - n, "<device id=\"d%d\"/>\n", i);
     n += (size_t)snprintf(xml + n, cap - n, "</node></topology>\n");
     or_topo *t = NULL;
     or_topo_error err;
     cr_assert_eq(or_topo_from_xml_memory(xml, n, "big", &t, &err), OR_TOPO_ERR_LIMIT);
-    cr_assert_eq(err.line, 1026);
+    cr_assert_eq(err.line, 16386);
     free(xml);
 }
 

@@ -25,9 +25,7 @@
 #include "plugin.h"
 
 #define ID_MAGIC 0x4f43434c55494431ULL /* "OCCLUID1" */
-/* The bootstrap's tags, above every slot a communicator may get. */
-enum { TAG_REGISTER = 0x0ff00000, TAG_TABLE = 0x0fe00000, TAG_ACK = 0x0fd00000 };
-#define OCCL_SLOT_MAX (OCCL_TAG_SLOTS - 3)
+enum { TAG_REGISTER = 0x0ff00000, TAG_TABLE = 0x0fe00000 }; /* above every comm slot */
 
 typedef struct unique_id {
     uint64_t magic;
@@ -46,9 +44,7 @@ typedef struct registration {
 } registration;
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t slots_used[OCCL_TAG_SLOTS + 1];       /* live communicators per slot */
-static uint16_t slot_claims[OCCL_TAG_SLOTS + 1];     /* bootstraps in flight per slot */
-static uint64_t slot_claim_id[OCCL_TAG_SLOTS + 1];   /* ... all of this id */
+static uint8_t slots_used[OCCL_TAG_SLOTS + 1];
 
 /* ---- errors and logging ---------------------------------------------------- */
 
@@ -474,6 +470,9 @@ occlResult_t occlGetUniqueId(occlUniqueId *uniqueId)
 
 /* ---- bootstrap --------------------------------------------------------------- */
 
+/* Local registrations waiting for their root in this process. */
+static pthread_mutex_t boot_lock = PTHREAD_MUTEX_INITIALIZER;
+
 typedef struct pending_init {
     occlComm_t *out;
     int nranks, rank, device;
@@ -523,7 +522,10 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     or_device_memory_bps(pi->device, &pi->reg.mem_bps);
     if (or_mem_export(c->ctrl, c->ctrl_bytes, &pi->reg.ctrl_ref) != orSuccess)
         return occl_fail(occlInternalError, "control block not exportable");
-    return occlSuccess; /* the registration's busy slots: at the bootstrap */
+    pthread_mutex_lock(&slots_lock);
+    memcpy(pi->reg.slots_used, slots_used, sizeof slots_used);
+    pthread_mutex_unlock(&slots_lock);
+    return occlSuccess;
 }
 
 static void comm_free(occlComm_t c)
@@ -634,14 +636,6 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
     return occlSuccess;
 }
 
-static void boot_backoff(unsigned spin)
-{
-    if (spin < 1000)
-        sched_yield();
-    else
-        usleep(50);
-}
-
 /* Wait for an MPI request with back-off and the OCCL deadline. */
 static occlResult_t wait_request(MPI_Request *req, uint64_t deadline)
 {
@@ -657,551 +651,14 @@ static occlResult_t wait_request(MPI_Request *req, uint64_t deadline)
             return occl_fail(occlTimeout, "bootstrap: peers did not register within "
                                           "OCCL_TIMEOUT_MS");
         }
-        boot_backoff(spin);
-    }
-}
-
-/* ---- tag slots ------------------------------------------------------------------
- * Bootstraps of different communicators run at once (one thread per device
- * may split or init while another does), so the slot a root picks from its
- * members' registrations may meanwhile have been picked for another
- * communicator between some of the same processes. A root therefore
- * proposes a slot; each member process claims it (refusing it if a live
- * communicator or another bootstrap holds it) and answers; the root commits
- * it once every process has claimed it, else proposes another. Called with
- * slots_lock held. */
-
-static bool slot_claim(int slot, uint64_t id)
-{
-    if (slots_used[slot] || (slot_claims[slot] && slot_claim_id[slot] != id))
-        return false;
-    slot_claim_id[slot] = id;
-    slot_claims[slot]++;
-    return true;
-}
-
-static void slot_unclaim(int slot)
-{
-    if (slot > 0 && slot_claims[slot] && --slot_claims[slot] == 0)
-        slot_claim_id[slot] = 0;
-}
-
-/* This process's busy slots: in use or claimed. */
-static void slots_busy(uint8_t *busy)
-{
-    for (int s = 0; s <= OCCL_TAG_SLOTS; s++)
-        busy[s] = slots_used[s] || slot_claims[s];
-}
-
-/* A slot no process of busy uses: the lowest at first (round 0), later a
- * random one, so that two roots that proposed the same slot part. 0: none. */
-static int slot_pick(const uint8_t *busy, int round, uint64_t id)
-{
-    int nfree = 0;
-    for (int s = 1; s <= OCCL_SLOT_MAX; s++)
-        nfree += !busy[s];
-    if (nfree == 0)
-        return 0;
-    int nth = round == 0 ? 0 : (int)((id ^ (uint64_t)round * 0x9e3779b97f4a7c15ULL) % 7919u +
-                                     or_now_ns() % 7919u) % nfree;
-    for (int s = 1; s <= OCCL_SLOT_MAX; s++)
-        if (!busy[s] && nth-- == 0)
-            return s;
-    return 0;
-}
-
-/* ---- the bootstrap of one id -------------------------------------------------
- * One thread per process leads each id: the first to reach it. Other threads
- * of the process with ranks of the same id (a thread per device, each
- * splitting or initializing its own) hand their registrations to it and wait
- * for the outcome. The leader of the root's process gathers every rank's
- * registration (its threads' directly, other processes' over MPI), agrees
- * the tag slot with the member processes, and answers each process once;
- * the leader of another process registers its threads' ranks with the root
- * and takes part in the slot agreement. */
-
-typedef struct boot_entry {
-    struct boot_entry *next;
-    uint64_t id;
-    int refs;                  /* the leader and the threads that wait for it */
-    registration *deposits;    /* handed in by other threads, not taken yet */
-    int ndeposits, capdeposits;
-    bool done;
-    occlResult_t res;
-    int slot;
-    registration *table;       /* the outcome, for the waiting threads */
-    char why[256];
-} boot_entry;
-
-static pthread_mutex_t boot_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t boot_cv = PTHREAD_COND_INITIALIZER;
-static boot_entry *boot_entries;
-
-/* What the root sends a member process each round: the slot proposed (or,
- * final, committed) and the table, or a failure. */
-typedef struct boot_answer {
-    uint64_t id;
-    int32_t slot, res, round, final;
-} boot_answer;
-
-/* A member process's reply to a proposal, with its busy slots if it refused. */
-typedef struct boot_ack {
-    uint64_t id;
-    int32_t round, ok;
-    uint8_t busy[OCCL_TAG_SLOTS + 1];
-} boot_ack;
-
-/* Called with boot_lock held. The last one out gives up the slot's claim:
- * by then every communicator of this process counts as its user. */
-static void boot_entry_put(boot_entry *e)
-{
-    if (--e->refs == 0) {
-        if (e->slot > 0) {
-            pthread_mutex_lock(&slots_lock);
-            slot_unclaim(e->slot);
-            pthread_mutex_unlock(&slots_lock);
-        }
-        free(e->deposits);
-        free(e->table);
-        free(e);
-    }
-}
-
-/* Takes the registrations other threads handed in since the last look. */
-static int boot_take(boot_entry *e, registration **out)
-{
-    pthread_mutex_lock(&boot_lock);
-    int n = e->ndeposits;
-    *out = NULL;
-    if (n) {
-        *out = malloc((size_t)n * sizeof **out);
-        if (*out) {
-            memcpy(*out, e->deposits, (size_t)n * sizeof **out);
-            e->ndeposits = 0;
-        } else {
-            n = 0;
-        }
-    }
-    pthread_mutex_unlock(&boot_lock);
-    return n;
-}
-
-/* The root process's leader: gather, agree the slot, answer. */
-static occlResult_t boot_root(boot_entry *e, const or_job_view *job, const unique_id *u,
-                              int nranks, registration *table, int *slot_out, uint64_t deadline)
-{
-    int tag_reg = TAG_REGISTER | (int)(u->id & 0xfffff);
-    int tag_table = TAG_TABLE | (int)(u->id & 0xfffff);
-    int tag_ack = TAG_ACK | (int)(u->id & 0xfffff);
-    occlResult_t res = occlSuccess;
-    bool *seen = calloc((size_t)nranks, sizeof *seen);
-    int *from = calloc((size_t)nranks, sizeof *from); /* world rank, -1 for this process */
-    int *procs = calloc((size_t)nranks, sizeof *procs);
-    size_t msg_bytes = sizeof(boot_answer) + (size_t)nranks * sizeof *table;
-    char *msg = malloc(msg_bytes);
-    int got = 0, nprocs = 0, slot = 0;
-    MPI_Request req = MPI_REQUEST_NULL;
-    registration r;
-    uint8_t busy[OCCL_TAG_SLOTS + 1] = {0};
-    if (!seen || !from || !procs || !msg) {
-        res = occl_fail(occlSystemError, "out of memory");
-        goto answer;
-    }
-    for (unsigned spin = 0; got < nranks;) {
-        registration *mine;
-        int n = boot_take(e, &mine);
-        bool progress = n > 0;
-        for (int k = 0; k <= n && res == occlSuccess; k++) {
-            MPI_Status st;
-            int done = 0;
-            const registration *in;
-            int src = -1;
-            if (k < n) {
-                in = &mine[k];
-            } else {
-                if (!job->mpi)
-                    break;
-                if (req == MPI_REQUEST_NULL)
-                    MPI_Irecv(&r, sizeof r, MPI_BYTE, MPI_ANY_SOURCE, tag_reg, job->comm, &req);
-                MPI_Test(&req, &done, &st);
-                if (!done)
-                    break;
-                req = MPI_REQUEST_NULL;
-                in = &r;
-                src = st.MPI_SOURCE;
-                progress = true;
-            }
-            if (in->id != u->id || in->nranks != nranks || in->rank < 0 || in->rank >= nranks ||
-                seen[in->rank]) {
-                res = occl_fail(occlInvalidUsage, "bootstrap: rank %d registered twice or with "
-                                                  "another rank count (%d, not %d)",
-                                in->rank, in->nranks, nranks);
-                break;
-            }
-            table[in->rank] = *in;
-            seen[in->rank] = true;
-            from[in->rank] = src;
-            got++;
-        }
-        free(mine);
-        if (res != occlSuccess || got == nranks)
-            break;
-        if (or_now_ns() > deadline) {
-            res = occl_fail(occlTimeout, "bootstrap: %d of %d ranks registered within "
-                                         "OCCL_TIMEOUT_MS", got, nranks);
-            break;
-        }
-        spin = progress ? 0 : spin + 1;
-        boot_backoff(spin);
-    }
-    if (req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&req);
-        MPI_Request_free(&req);
-    }
-    /* The other processes, each answered once. */
-    for (int q = 0; q < nranks; q++) {
-        if (!seen[q] || from[q] < 0)
-            continue;
-        bool dup = false;
-        for (int p = 0; p < nprocs && !dup; p++)
-            dup = procs[p] == from[q];
-        if (!dup)
-            procs[nprocs++] = from[q];
-    }
-    if (res != occlSuccess)
-        goto answer;
-
-    for (int q = 0; q < nranks; q++)
-        for (int s = 0; s <= OCCL_TAG_SLOTS; s++)
-            busy[s] |= table[q].slots_used[s];
-    for (int round = 0;; round++) {
-        pthread_mutex_lock(&slots_lock);
-        for (;;) {
-            slot = slot_pick(busy, round, u->id);
-            if (!slot || slot_claim(slot, u->id))
-                break;
-            busy[slot] = 1; /* held here by another bootstrap */
-        }
-        pthread_mutex_unlock(&slots_lock);
-        if (!slot) {
-            res = occl_fail(occlSystemError, "too many communicators at once (%d slots, shared "
-                                             "by the processes of a communicator)", OCCL_SLOT_MAX);
-            goto answer;
-        }
-        if (or_now_ns() > deadline) {
-            res = occl_fail(occlTimeout, "bootstrap: the processes did not agree on a tag slot "
-                                         "within OCCL_TIMEOUT_MS");
-            goto answer;
-        }
-        if (nprocs == 0)
-            break;
-        boot_answer a = {u->id, slot, occlSuccess, round, 0};
-        memcpy(msg, &a, sizeof a);
-        memcpy(msg + sizeof a, table, (size_t)nranks * sizeof *table);
-        bool all_ok = true;
-        for (int p = 0; p < nprocs && res == occlSuccess; p++) {
-            MPI_Request sreq;
-            MPI_Isend(msg, (int)msg_bytes, MPI_BYTE, procs[p], tag_table, job->comm, &sreq);
-            res = wait_request(&sreq, deadline);
-        }
-        for (int p = 0; p < nprocs && res == occlSuccess; p++) {
-            boot_ack ack;
-            MPI_Request rreq;
-            MPI_Irecv(&ack, sizeof ack, MPI_BYTE, procs[p], tag_ack, job->comm, &rreq);
-            res = wait_request(&rreq, deadline);
-            if (res != occlSuccess)
-                break;
-            if (ack.id != u->id || ack.round != round) {
-                res = occl_fail(occlInternalError, "bootstrap: an answer of another round");
-                break;
-            }
-            if (!ack.ok) {
-                all_ok = false;
-                for (int s = 0; s <= OCCL_TAG_SLOTS; s++)
-                    busy[s] |= ack.busy[s];
-            }
-        }
-        if (res != occlSuccess || all_ok)
-            break;
-        OCCL_INFO("bootstrap of comm %016llx: tag slot %d taken meanwhile, proposing another",
-                  (unsigned long long)u->id, slot);
-        pthread_mutex_lock(&slots_lock);
-        slot_unclaim(slot);
-        pthread_mutex_unlock(&slots_lock);
-        busy[slot] = 1;
-        slot = 0;
-    }
-
-answer:
-    /* Everyone gets the outcome, also a failure, so nobody waits for nothing. */
-    if (res != occlSuccess && slot) {
-        pthread_mutex_lock(&slots_lock);
-        slot_unclaim(slot);
-        pthread_mutex_unlock(&slots_lock);
-        slot = 0;
-    }
-    if (msg) {
-        boot_answer a = {u->id, res == occlSuccess ? slot : -1, (int32_t)res, -1, 1};
-        memcpy(msg, &a, sizeof a);
-        memcpy(msg + sizeof a, table, (size_t)nranks * sizeof *table);
-        for (int p = 0; p < nprocs; p++) {
-            MPI_Request sreq;
-            MPI_Isend(msg, (int)msg_bytes, MPI_BYTE, procs[p], tag_table, job->comm, &sreq);
-            if (wait_request(&sreq, deadline) != occlSuccess && res == occlSuccess)
-                res = occlRemoteError;
-        }
-    }
-    free(seen);
-    free(from);
-    free(procs);
-    free(msg);
-    *slot_out = slot; /* claimed here: the caller turns it into a use */
-    return res;
-}
-
-/* A member process's leader: register this process's ranks with the root,
- * then answer its proposals until it commits a slot or fails. */
-static occlResult_t boot_member(boot_entry *e, const or_job_view *job, const unique_id *u,
-                                int nranks, const registration *mine, int nmine,
-                                registration *table, int *slot_out, uint64_t deadline)
-{
-    int tag_reg = TAG_REGISTER | (int)(u->id & 0xfffff);
-    int tag_table = TAG_TABLE | (int)(u->id & 0xfffff);
-    int tag_ack = TAG_ACK | (int)(u->id & 0xfffff);
-    size_t msg_bytes = sizeof(boot_answer) + (size_t)nranks * sizeof *table;
-    char *msg = malloc(msg_bytes);
-    if (!msg)
-        return occl_fail(occlSystemError, "out of memory");
-    occlResult_t res = occlSuccess;
-    for (int k = 0; k < nmine && res == occlSuccess; k++) {
-        MPI_Request req;
-        MPI_Isend((void *)&mine[k], sizeof mine[k], MPI_BYTE, u->root, tag_reg, job->comm, &req);
-        res = wait_request(&req, deadline);
-    }
-    int claimed = 0;
-    MPI_Request req = MPI_REQUEST_NULL;
-    for (unsigned spin = 0; res == occlSuccess;) {
-        /* Ranks other threads of this process hand in go to the root too. */
-        registration *more;
-        int n = boot_take(e, &more);
-        for (int k = 0; k < n && res == occlSuccess; k++) {
-            MPI_Request sreq;
-            MPI_Isend(&more[k], sizeof more[k], MPI_BYTE, u->root, tag_reg, job->comm, &sreq);
-            res = wait_request(&sreq, deadline);
-        }
-        free(more);
-        if (res != occlSuccess)
-            break;
-        int done = 0;
-        if (req == MPI_REQUEST_NULL)
-            MPI_Irecv(msg, (int)msg_bytes, MPI_BYTE, u->root, tag_table, job->comm, &req);
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            res = occl_fail(occlRemoteError, "bootstrap message failed");
-            break;
-        }
-        if (!done) {
-            if (or_now_ns() > deadline) {
-                MPI_Cancel(&req);
-                MPI_Request_free(&req);
-                res = occl_fail(occlTimeout, "bootstrap: peers did not register within "
-                                             "OCCL_TIMEOUT_MS");
-                break;
-            }
-            spin = n ? 0 : spin + 1;
-            boot_backoff(spin);
-            continue;
-        }
-        req = MPI_REQUEST_NULL;
-        spin = 0;
-        boot_answer a;
-        memcpy(&a, msg, sizeof a);
-        if (a.final) {
-            if (a.slot < 0) {
-                res = occl_fail((occlResult_t)a.res, "bootstrap failed at the root");
-            } else if (a.slot != claimed) {
-                res = occl_fail(occlInternalError, "bootstrap: slot %d committed, %d claimed",
-                                a.slot, claimed);
-            } else {
-                memcpy(table, msg + sizeof a, (size_t)nranks * sizeof *table);
-                *slot_out = claimed;
-                claimed = 0;
-            }
-            break;
-        }
-        /* A proposal: give up the last one, claim this one. */
-        boot_ack ack = {u->id, a.round, 0, {0}};
-        pthread_mutex_lock(&slots_lock);
-        slot_unclaim(claimed);
-        claimed = 0;
-        if (a.slot > 0 && a.slot <= OCCL_SLOT_MAX && slot_claim(a.slot, u->id)) {
-            claimed = a.slot;
-            ack.ok = 1;
-        } else {
-            slots_busy(ack.busy);
-        }
-        pthread_mutex_unlock(&slots_lock);
-        MPI_Request sreq;
-        MPI_Isend(&ack, sizeof ack, MPI_BYTE, u->root, tag_ack, job->comm, &sreq);
-        res = wait_request(&sreq, deadline);
-    }
-    if (claimed) {
-        pthread_mutex_lock(&slots_lock);
-        slot_unclaim(claimed);
-        pthread_mutex_unlock(&slots_lock);
-    }
-    free(msg);
-    return res;
-}
-
-/* Bootstrap the k pending inits pis (this thread's ranks of one id). */
-static occlResult_t boot_one(pending_init **pis, int k, const or_job_view *job, uint64_t deadline)
-{
-    const unique_id *u = &pis[0]->uid;
-    int nranks = pis[0]->nranks;
-    bool root = u->root == job->rank;
-    if (!job->mpi && (!root || k != nranks))
-        return occl_fail(occlInvalidUsage, "a communicator of %d ranks needs an MPI job (%d ranks "
-                                           "are in this process)", nranks, k);
-    if (job->mpi && nranks > OCCL_MAX_MPI_RANKS && k != nranks)
-        return occl_fail(occlInvalidUsage, "communicators across processes have at most %d ranks",
-                         OCCL_MAX_MPI_RANKS);
-    for (int i = 0; i < k; i++)
-        if (pis[i]->nranks != nranks)
-            return occl_fail(occlInvalidUsage, "bootstrap: rank %d given with another rank count "
-                                               "(%d, not %d)", pis[i]->rank, pis[i]->nranks,
-                             nranks);
-    /* The busy slots each registration carries: as late as possible, with
-     * the slots of the communicators set up before this one included. */
-    uint8_t busy[OCCL_TAG_SLOTS + 1];
-    pthread_mutex_lock(&slots_lock);
-    slots_busy(busy);
-    pthread_mutex_unlock(&slots_lock);
-    registration *mine = malloc((size_t)k * sizeof *mine);
-    registration *table = calloc((size_t)nranks, sizeof *table);
-    if (!mine || !table) {
-        free(mine);
-        free(table);
-        return occl_fail(occlSystemError, "out of memory");
-    }
-    for (int i = 0; i < k; i++) {
-        memcpy(pis[i]->reg.slots_used, busy, sizeof busy);
-        mine[i] = pis[i]->reg;
-    }
-
-    /* Lead the id in this process, or hand the ranks to its leader. */
-    pthread_mutex_lock(&boot_lock);
-    boot_entry *e = boot_entries;
-    while (e && e->id != u->id)
-        e = e->next;
-    bool leader = !e;
-    if (leader) {
-        e = calloc(1, sizeof *e);
-        if (e) {
-            e->id = u->id;
-            e->refs = 1;
-            e->next = boot_entries;
-            boot_entries = e;
-        }
-    } else {
-        if (e->ndeposits + k > e->capdeposits) {
-            int cap = e->ndeposits + k + 8;
-            registration *d = realloc(e->deposits, (size_t)cap * sizeof *d);
-            if (d) {
-                e->deposits = d;
-                e->capdeposits = cap;
-            }
-        }
-        if (e->ndeposits + k <= e->capdeposits) {
-            memcpy(e->deposits + e->ndeposits, mine, (size_t)k * sizeof *mine);
-            e->ndeposits += k;
-            e->refs++;
-        } else {
-            e = NULL;
-        }
-    }
-    pthread_mutex_unlock(&boot_lock);
-    free(mine);
-    if (!e) {
-        free(table);
-        return occl_fail(occlSystemError, "out of memory");
-    }
-
-    occlResult_t res;
-    int slot = 0;
-    if (leader) {
-        if (root) {
-            /* This thread's ranks first, as any other thread's. */
-            pthread_mutex_lock(&boot_lock);
-            res = occlSuccess;
-            if (e->ndeposits + k > e->capdeposits) {
-                int cap = e->ndeposits + k;
-                registration *d = realloc(e->deposits, (size_t)cap * sizeof *d);
-                if (d) {
-                    e->deposits = d;
-                    e->capdeposits = cap;
-                } else {
-                    res = occl_fail(occlSystemError, "out of memory");
-                }
-            }
-            for (int i = 0; i < k && res == occlSuccess; i++)
-                e->deposits[e->ndeposits++] = pis[i]->reg;
-            pthread_mutex_unlock(&boot_lock);
-            if (res == occlSuccess)
-                res = boot_root(e, job, u, nranks, table, &slot, deadline);
-        } else {
-            registration *regs = malloc((size_t)k * sizeof *regs);
-            res = regs ? occlSuccess : occl_fail(occlSystemError, "out of memory");
-            for (int i = 0; i < k && regs; i++)
-                regs[i] = pis[i]->reg;
-            if (regs)
-                res = boot_member(e, job, u, nranks, regs, k, table, &slot, deadline);
-            free(regs);
-        }
-        /* The outcome, for the threads that handed their ranks in. */
-        pthread_mutex_lock(&boot_lock);
-        boot_entry **pp = &boot_entries;
-        while (*pp != e)
-            pp = &(*pp)->next;
-        *pp = e->next;
-        e->done = true;
-        e->res = res;
-        e->slot = slot;
-        if (res != occlSuccess)
-            snprintf(e->why, sizeof e->why, "%s", thread_error);
-        if (e->refs > 1) {
-            e->table = malloc((size_t)nranks * sizeof *table);
-            if (e->table)
-                memcpy(e->table, table, (size_t)nranks * sizeof *table);
-            else if (e->res == occlSuccess)
-                e->res = occlSystemError, snprintf(e->why, sizeof e->why, "out of memory");
-        }
-        pthread_cond_broadcast(&boot_cv);
-        pthread_mutex_unlock(&boot_lock);
-    } else {
-        pthread_mutex_lock(&boot_lock);
-        while (!e->done)
-            pthread_cond_wait(&boot_cv, &boot_lock); /* the leader ends by its deadline */
-        res = e->res;
-        slot = e->slot;
-        if (res == occlSuccess)
-            memcpy(table, e->table, (size_t)nranks * sizeof *table);
+        if (spin < 1000)
+            sched_yield();
         else
-            occl_fail(res, "%s", e->why);
-        pthread_mutex_unlock(&boot_lock);
+            usleep(50);
     }
-    /* The slot stays claimed (the entry's) until the last of this process's
-     * threads has set its communicators up. */
-    for (int i = 0; i < k && res == occlSuccess; i++)
-        res = comm_setup(pis[i]->comm, table, slot);
-    pthread_mutex_lock(&boot_lock);
-    boot_entry_put(e);
-    pthread_mutex_unlock(&boot_lock);
-    free(table);
-    return res;
 }
 
-/* Bootstrap every pending init of this thread's group: each distinct id is
- * one communicator being made, in the group's order. */
+/* Bootstrap every pending init of this thread's group together. */
 static occlResult_t bootstrap(pending_init *pi, int n)
 {
     occlResult_t res = settings_check();
@@ -1213,22 +670,155 @@ static occlResult_t bootstrap(pending_init *pi, int n)
     for (int i = 0; i < n && res == occlSuccess; i++)
         res = comm_alloc(&pi[i], &job);
     uint64_t deadline = occl_deadline();
-    pending_init **same = calloc((size_t)n, sizeof *same);
-    if (!same && res == occlSuccess)
-        res = occl_fail(occlSystemError, "out of memory");
+
+    /* Each distinct id is one communicator being made. */
     for (int i = 0; i < n && res == occlSuccess; i++) {
-        bool first = true;
-        for (int j = 0; j < i && first; j++)
-            first = pi[j].uid.id != pi[i].uid.id;
-        if (!first)
-            continue;
-        int k = 0;
-        for (int j = i; j < n; j++)
-            if (pi[j].uid.id == pi[i].uid.id)
-                same[k++] = &pi[j];
-        res = boot_one(same, k, &job, deadline);
+        if (pi[i].comm && pi[i].comm->magic == OCCL_COMM_MAGIC)
+            continue; /* set up already, with an earlier entry of the same id */
+        unique_id *u = &pi[i].uid;
+        int nranks = pi[i].nranks;
+        int local = 0;
+        for (int k = 0; k < n; k++)
+            if (pi[k].uid.id == u->id)
+                local++;
+        bool root = u->root == job.rank;
+        /* The tag slots this process uses now, the communicators set up by
+         * the ids before this one in the group included: registrations made
+         * at comm_alloc would let two communicators of one group between the
+         * same processes get the same slot, and each other's messages. */
+        pthread_mutex_lock(&slots_lock);
+        for (int k = 0; k < n; k++)
+            if (pi[k].uid.id == u->id)
+                memcpy(pi[k].reg.slots_used, slots_used, sizeof slots_used);
+        pthread_mutex_unlock(&slots_lock);
+        if (!job.mpi && (!root || local != nranks)) {
+            res = occl_fail(occlInvalidUsage, "a communicator of %d ranks needs an MPI job "
+                                              "(%d ranks are in this process)", nranks, local);
+            break;
+        }
+        if (job.mpi && nranks > OCCL_MAX_MPI_RANKS && local != nranks) {
+            res = occl_fail(occlInvalidUsage, "communicators across processes have at most %d "
+                                              "ranks", OCCL_MAX_MPI_RANKS);
+            break;
+        }
+        int tag_reg = TAG_REGISTER | (int)(u->id & 0xfffff);
+        int tag_table = TAG_TABLE | (int)(u->id & 0xfffff);
+        registration *table = calloc((size_t)nranks, sizeof *table);
+        int slot = 0;
+        if (!table) {
+            res = occl_fail(occlSystemError, "out of memory");
+            break;
+        }
+        if (root) {
+            bool *seen = calloc((size_t)nranks, sizeof *seen);
+            int *reply_to = calloc((size_t)nranks, sizeof *reply_to);
+            if (!seen || !reply_to)
+                res = occl_fail(occlSystemError, "out of memory");
+            for (int k = 0; k < n && res == occlSuccess; k++)
+                if (pi[k].uid.id == u->id) {
+                    if (pi[k].nranks != nranks || seen[pi[k].rank]) {
+                        res = occl_fail(occlInvalidUsage, "bootstrap: rank %d given twice or with "
+                                                          "another rank count (%d, not %d)",
+                                        pi[k].rank, pi[k].nranks, nranks);
+                        break;
+                    }
+                    table[pi[k].rank] = pi[k].reg;
+                    seen[pi[k].rank] = true;
+                    reply_to[pi[k].rank] = -1;
+                }
+            for (int got = local; got < nranks && res == occlSuccess; got++) {
+                registration r;
+                MPI_Request req;
+                MPI_Status st;
+                MPI_Irecv(&r, sizeof r, MPI_BYTE, MPI_ANY_SOURCE, tag_reg, job.comm, &req);
+                for (unsigned spin = 0;; spin++) {
+                    int done = 0;
+                    MPI_Test(&req, &done, &st);
+                    if (done)
+                        break;
+                    if (or_now_ns() > deadline) {
+                        MPI_Cancel(&req);
+                        MPI_Request_free(&req);
+                        res = occl_fail(occlTimeout, "bootstrap: %d of %d ranks registered "
+                                                     "within OCCL_TIMEOUT_MS", got, nranks);
+                        break;
+                    }
+                    if (spin < 1000)
+                        sched_yield();
+                    else
+                        usleep(50);
+                }
+                if (res != occlSuccess)
+                    break;
+                if (r.id != u->id || r.nranks != nranks || r.rank < 0 || r.rank >= nranks ||
+                    seen[r.rank]) {
+                    res = occl_fail(occlInvalidUsage, "bootstrap: rank %d registered twice or "
+                                                      "with another rank count (%d, not %d)",
+                                    r.rank, r.nranks, nranks);
+                    break;
+                }
+                table[r.rank] = r;
+                seen[r.rank] = true;
+                reply_to[r.rank] = st.MPI_SOURCE;
+            }
+            if (res == occlSuccess) {
+                /* The lowest tag slot no member process uses. */
+                for (slot = 1; slot <= OCCL_TAG_SLOTS; slot++) {
+                    bool free_everywhere = true;
+                    for (int r = 0; r < nranks && free_everywhere; r++)
+                        free_everywhere = !table[r].slots_used[slot];
+                    if (free_everywhere)
+                        break;
+                }
+                if (slot > OCCL_TAG_SLOTS)
+                    res = occl_fail(occlSystemError, "too many communicators at once");
+            }
+            /* Answer everyone, also with a failure, so nobody waits for nothing. */
+            int32_t header[2] = {res == occlSuccess ? slot : -1, (int32_t)res};
+            for (int r = 0; r < nranks && reply_to; r++) {
+                if (!seen || !seen[r] || reply_to[r] < 0)
+                    continue;
+                MPI_Request reqs[2];
+                MPI_Isend(header, 2, MPI_INT32_T, reply_to[r], tag_table, job.comm, &reqs[0]);
+                MPI_Isend(table, nranks * (int)sizeof *table, MPI_BYTE, reply_to[r], tag_table,
+                          job.comm, &reqs[1]);
+                if (wait_request(&reqs[0], deadline) != occlSuccess ||
+                    wait_request(&reqs[1], deadline) != occlSuccess)
+                    res = occlRemoteError;
+            }
+            free(seen);
+            free(reply_to);
+        } else {
+            /* Register every local rank of this id with the root, then read the table. */
+            for (int k = 0; k < n && res == occlSuccess; k++) {
+                if (pi[k].uid.id != u->id)
+                    continue;
+                MPI_Request req;
+                MPI_Isend(&pi[k].reg, sizeof pi[k].reg, MPI_BYTE, u->root, tag_reg, job.comm, &req);
+                res = wait_request(&req, deadline);
+            }
+            for (int k = 0; k < n && res == occlSuccess; k++) {
+                if (pi[k].uid.id != u->id)
+                    continue;
+                int32_t header[2];
+                MPI_Request req;
+                MPI_Irecv(header, 2, MPI_INT32_T, u->root, tag_table, job.comm, &req);
+                res = wait_request(&req, deadline);
+                if (res == occlSuccess) {
+                    MPI_Irecv(table, nranks * (int)sizeof *table, MPI_BYTE, u->root, tag_table,
+                              job.comm, &req);
+                    res = wait_request(&req, deadline);
+                }
+                if (res == occlSuccess && header[0] < 0)
+                    res = occl_fail((occlResult_t)header[1], "bootstrap failed at the root");
+                slot = header[0];
+            }
+        }
+        for (int k = 0; k < n && res == occlSuccess; k++)
+            if (pi[k].uid.id == u->id)
+                res = comm_setup(pi[k].comm, table, slot);
+        free(table);
     }
-    free(same);
     if (res != occlSuccess)
         for (int i = 0; i < n; i++) {
             comm_free(pi[i].comm);
@@ -1275,7 +865,10 @@ static occlResult_t init_rank(occlComm_t *comm, int nranks, occlUniqueId commId,
         return occl_group_add_init(&pi, sizeof pi);
     if (!config->cfg.blocking)
         return async_init_start(&pi);
-    return bootstrap(&pi, 1);
+    pthread_mutex_lock(&boot_lock);
+    res = bootstrap(&pi, 1);
+    pthread_mutex_unlock(&boot_lock);
+    return res;
 }
 
 /* ---- non-blocking init ------------------------------------------------------- */
@@ -1303,7 +896,9 @@ static void *async_init_run(void *arg)
 {
     async_init *a = arg;
     orSetDevice(a->pi.device);
+    pthread_mutex_lock(&boot_lock);
     a->res = bootstrap(&a->pi, 1);
+    pthread_mutex_unlock(&boot_lock);
     if (a->res != occlSuccess && a->pi.config.name[0])
         snprintf(a->why, sizeof a->why, "comm '%.60s': %.180s", a->pi.config.name, thread_error);
     else if (a->res != occlSuccess)
@@ -1440,7 +1035,10 @@ occlResult_t occlCommInitRankScalable(occlComm_t *newcomm, int nranks, int myran
 
 occlResult_t occl_group_run_inits(void *inits, int n)
 {
-    return bootstrap(inits, n);
+    pthread_mutex_lock(&boot_lock);
+    occlResult_t res = bootstrap(inits, n);
+    pthread_mutex_unlock(&boot_lock);
+    return res;
 }
 
 occlResult_t occlCommInitAll(occlComm_t *comms, int ndev, const int *devlist)

@@ -212,6 +212,24 @@ void or_stream_op_begin(or_op *op)
     or_activity_set_running(op);
 }
 
+/* Under the device's lock, once what ran at the stream's head has ended:
+ * an event record now at the head, which the caller completes outside the
+ * lock, as on an idle stream; else NULL, the next op (if any) handed to the
+ * device's worker. */
+static or_op *head_done_locked(or_stream *s)
+{
+    or_op *next = take_record_locked(s);
+    if (!next && s->head && stream_advance_locked(s))
+        or_notifier_signal(&s->dev->work);
+    return next;
+}
+
+static void record_complete(or_op *rec)
+{
+    or_stream_op_begin(rec);
+    or_event_complete(rec->u.event.event, rec->u.event.gen, rec->vt_start);
+}
+
 static void stream_complete(or_stream *s, or_op *op)
 {
     or_device *dev = s->dev;
@@ -221,16 +239,11 @@ static void stream_complete(or_stream *s, or_op *op)
         pthread_mutex_lock(&dev->lock);
         s->busy = false;
         pop_head_locked(s, op);
-        or_op *next = take_record_locked(s);
-        if (!next && s->head && stream_advance_locked(s))
-            or_notifier_signal(&dev->work);
+        or_op *next = head_done_locked(s);
         pthread_mutex_unlock(&dev->lock);
         or_op_release(op);
-        /* An event record next completes here, as on an idle stream. */
-        if (next) {
-            or_stream_op_begin(next);
-            or_event_complete(next->u.event.event, next->u.event.gen, next->vt_start);
-        }
+        if (next)
+            record_complete(next);
         op = next;
     }
 }
@@ -265,13 +278,10 @@ void or_stream_inline_end(or_stream *s, uint64_t seq)
     pthread_mutex_lock(&dev->lock);
     s->busy = false;
     mark_done_locked(s, seq);
-    or_op *next = take_record_locked(s);
-    if (!next && s->head && stream_advance_locked(s))
-        or_notifier_signal(&dev->work);
+    or_op *next = head_done_locked(s);
     pthread_mutex_unlock(&dev->lock);
     if (next) { /* an event record issued meanwhile completes here */
-        or_stream_op_begin(next);
-        or_event_complete(next->u.event.event, next->u.event.gen, next->vt_start);
+        record_complete(next);
         stream_complete(s, next);
     }
 }

@@ -250,6 +250,23 @@ static void task_hand(void *arg, or_handed_task op)
     pthread_mutex_unlock(&comm->runner_lock);
 }
 
+/* The calling thread's turn ends. Task t, if any, which it began and whose
+ * peers are late, goes first in the communicator thread's queue: tasks
+ * queued meanwhile reached their streams' heads after it. */
+static void caller_turn_end(occlComm_t comm, occl_task *t)
+{
+    pthread_mutex_lock(&comm->runner_lock);
+    comm->caller_busy = false;
+    if (t) {
+        t->next = comm->runner_head;
+        comm->runner_head = t;
+        if (!comm->runner_tail)
+            comm->runner_tail = t;
+        pthread_cond_signal(&comm->runner_cv);
+    }
+    pthread_mutex_unlock(&comm->runner_lock);
+}
+
 /* Run task t on the calling thread for up to OCCL_CALLER_WAIT_US of
  * waiting for peers; if they have not come by then, the communicator's
  * thread takes the rest over and the caller goes on. */
@@ -263,21 +280,11 @@ static void run_on_caller(occl_task *t)
     t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns();
     occlResult_t res = task_exec(t, &clock);
     if (res == occlInProgress) {
-        /* First in the queue: tasks queued meanwhile reached their streams' heads after it. */
         pthread_mutex_unlock(&comm->lock);
-        pthread_mutex_lock(&comm->runner_lock);
-        comm->caller_busy = false;
-        t->next = comm->runner_head;
-        comm->runner_head = t;
-        if (!comm->runner_tail)
-            comm->runner_tail = t;
-        pthread_cond_signal(&comm->runner_cv);
-        pthread_mutex_unlock(&comm->runner_lock);
+        caller_turn_end(comm, t);
         return;
     }
-    pthread_mutex_lock(&comm->runner_lock);
-    comm->caller_busy = false;
-    pthread_mutex_unlock(&comm->runner_lock);
+    caller_turn_end(comm, NULL);
     task_end(t, res, clock);
 }
 
@@ -309,9 +316,7 @@ static bool launch_inline(occl_call *call)
     if (!idle) {
         if (prev != call->stream_device)
             orSetDevice(prev);
-        pthread_mutex_lock(&comm->runner_lock);
-        comm->caller_busy = false;
-        pthread_mutex_unlock(&comm->runner_lock);
+        caller_turn_end(comm, NULL);
         return false;
     }
     _Alignas(max_align_t) unsigned char room[sizeof(occl_task) + sizeof(occl_call)];
@@ -332,19 +337,12 @@ static bool launch_inline(occl_call *call)
         occl_task *h = malloc(sizeof room);
         or_handed_task op = h ? or_inline_task_hand(&it) : NULL;
         if (op) {
-            /* The communicator's thread takes it over, first in its queue. */
+            /* The communicator's thread takes it over. */
             memcpy(h, room, sizeof room);
             h->calls[0].ll = &h->ll;
             h->op = op;
             pthread_mutex_unlock(&comm->lock);
-            pthread_mutex_lock(&comm->runner_lock);
-            comm->caller_busy = false;
-            h->next = comm->runner_head;
-            comm->runner_head = h;
-            if (!comm->runner_tail)
-                comm->runner_tail = h;
-            pthread_cond_signal(&comm->runner_cv);
-            pthread_mutex_unlock(&comm->runner_lock);
+            caller_turn_end(comm, h);
             if (prev != call->stream_device)
                 orSetDevice(prev);
             return true;
@@ -357,9 +355,7 @@ static bool launch_inline(occl_call *call)
         task_report(t, res);
     atomic_fetch_sub(&comm->tasks_live, 1);
     pthread_mutex_unlock(&comm->lock);
-    pthread_mutex_lock(&comm->runner_lock);
-    comm->caller_busy = false;
-    pthread_mutex_unlock(&comm->runner_lock);
+    caller_turn_end(comm, NULL);
     or_inline_task_end(&it);
     if (prev != call->stream_device)
         orSetDevice(prev);

@@ -134,7 +134,11 @@ int main(int argc, char **argv)
             occlUniqueId again;
             EXPECT_FAIL(occlCommGetUniqueId(a, &again), occlInvalidUsage, "outstanding");
         }
-        /* A finalized communicator cannot grow. */
+        /* Neither can a suspended one, until resumed, nor a finalized one. */
+        CHECK_OCCL(occlCommSuspend(a, OCCL_SUSPEND_MEM));
+        EXPECT_FAIL(occlCommGetUniqueId(a, &junk), occlInvalidUsage, "suspended");
+        EXPECT_FAIL(occlCommGrow(a, 4, NULL, -1, &g, NULL), occlInvalidUsage, "suspended");
+        CHECK_OCCL(occlCommResume(a));
         CHECK_OCCL(occlCommFinalize(b));
         EXPECT_FAIL(occlCommGetUniqueId(b, &junk), occlInvalidUsage, "finalized");
         EXPECT_FAIL(occlCommGrow(b, 4, NULL, -1, &g, NULL), occlInvalidUsage, "finalized");
@@ -155,6 +159,9 @@ int main(int argc, char **argv)
                     "made by occlGetUniqueId");
         EXPECT_FAIL(occlCommGrow(NULL, 4, &junk, w, &g, NULL), occlInvalidArgument,
                     "not made by occlCommGetUniqueId");
+        occlConfig_t bad = OCCL_CONFIG_INITIALIZER;
+        bad.blocking = 2;
+        EXPECT_FAIL(occlCommGrow(NULL, 4, &gid, w, &g, &bad), occlInvalidArgument, "blocking");
         /* A new rank passing a communicator: a dead one, or its own. */
         EXPECT_FAIL(occlCommGrow((occlComm_t)&ci, 4, &gid, w, &g, NULL), occlInvalidArgument,
                     "not a live communicator");

@@ -1597,7 +1597,14 @@ static occlResult_t grow_new_rank(int nRanks, const occlUniqueId *uniqueId, int 
     occlUniqueId id;
     memset(&id, 0, sizeof id);
     memcpy(id.internal, &init, sizeof init);
-    return init_rank(newcomm, nRanks, id, rank, &resolved);
+    res = init_rank(newcomm, nRanks, id, rank, &resolved);
+    /* Only the existing ranks can tell an id used up; here it looks like
+     * a root that never answers. */
+    if (res == occlTimeout)
+        res = occl_fail(occlTimeout, "the existing ranks did not grow the communicator with "
+                                     "this rank within OCCL_TIMEOUT_MS: was the id used up by "
+                                     "an earlier grow, or did they not call occlCommGrow?");
+    return res;
 }
 
 /* An existing rank's part: the existing ranks agree over comm on nRanks

@@ -6,6 +6,7 @@
  * works. Every error NCCL documents, and OCCL's own (the id's rules), fails
  * with its result and reason; a non-blocking grow coordinated by rank 1
  * returns occlInProgress and completes through occlCommGetAsyncError.
+ * --used-id: a new rank given an id already used up (see used_id).
  */
 #include <stdbool.h>
 #include <string.h>
@@ -72,6 +73,32 @@ static void check_comm(occlComm_t comm, int nranks, int rank, const int *world, 
     CHECK_OR(orFree(who));
 }
 
+/* --used-id: a new rank given an id an earlier exchange used up cannot
+ * tell; no existing rank bootstraps it, so it fails with occlTimeout (at
+ * this run's short OCCL_TIMEOUT_MS), and a reason that says why. */
+static void used_id(int w, MPI_Comm side)
+{
+    occlUniqueId id, gid;
+    occlComm_t a = NULL, g = NULL;
+    if (w < 2) {
+        if (w == 0)
+            CHECK_OCCL(occlGetUniqueId(&id));
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, side);
+        CHECK_OCCL(occlCommInitRank(&a, 2, id, w));
+        if (w == 0)
+            CHECK_OCCL(occlCommGetUniqueId(a, &gid));
+        EXPECT_FAIL(occlCommGrow(a, 3, NULL, -1, &g, NULL), occlInvalidArgument,
+                    "no existing rank passed the uniqueId");
+    }
+    MPI_Bcast(&gid, sizeof gid, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (w == 2)
+        EXPECT_FAIL(occlCommGrow(NULL, 3, &gid, 2, &g, NULL), occlTimeout, "used up");
+    CHECK(g == NULL);
+    mpitest_barrier();
+    if (a)
+        CHECK_OCCL(occlCommDestroy(a));
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -83,6 +110,14 @@ int main(int argc, char **argv)
     const bool existing = w < 2;
     MPI_Comm side; /* world 0-1 (the existing ranks), world 2-3 (the new ones) */
     MPI_Comm_split(MPI_COMM_WORLD, existing, w, &side);
+    if (argc > 1 && strcmp(argv[1], "--used-id") == 0) {
+        used_id(w, side);
+        MPI_Comm_free(&side);
+        if (w == 0)
+            printf("occl_grow --used-id: a new rank with a used-up id: occlTimeout: ok\n");
+        MPI_Finalize();
+        return 0;
+    }
     orStream_t s;
     CHECK_OR(orStreamCreate(&s));
 

@@ -24,14 +24,16 @@
 #include "occl_internal.h"
 #include "plugin.h"
 
-#define ID_MAGIC 0x4f43434c55494431ULL /* "OCCLUID1" */
+#define ID_MAGIC 0x4f43434c55494431ULL   /* "OCCLUID1" */
+#define GROW_MAGIC 0x4f43434c47524f57ULL /* "OCCLGROW": occlCommGetUniqueId's */
 enum { TAG_REGISTER = 0x0ff00000, TAG_TABLE = 0x0fe00000 }; /* above every comm slot */
 
 typedef struct unique_id {
     uint64_t magic;
     uint64_t job_id;
     uint64_t id;
-    int32_t root; /* world rank of the process that made it */
+    int32_t root;          /* world rank of the process that made it */
+    int32_t parent_nranks; /* a grow id's: the size of the communicator grown */
 } unique_id;
 _Static_assert(sizeof(unique_id) <= OCCL_UNIQUE_ID_BYTES, "id fits");
 
@@ -460,7 +462,7 @@ occlResult_t occlGetUniqueId(occlUniqueId *uniqueId)
     uint64_t job_id;
     if (or_job_identity(&rank, &job_id) != orSuccess)
         return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
-    unique_id u = {ID_MAGIC, job_id, 0, rank};
+    unique_id u = {ID_MAGIC, job_id, 0, rank, 0};
     if (getrandom(&u.id, sizeof u.id, 0) != sizeof u.id)
         return occl_fail(occlSystemError, "no random numbers");
     memset(uniqueId, 0, sizeof *uniqueId);
@@ -1319,6 +1321,39 @@ occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm)
 
 /* ---- split -------------------------------------------------------------------- */
 
+/* words int32s of every rank of comm, in rank order, into all (host
+ * memory), by an all-gather over comm after its queued work; *counter (one
+ * of comm's child counters) is incremented under the communicator's lock
+ * whatever the outcome, so it stays the same on every rank, and *nth gets
+ * its new value. Runs on comm's device (the caller's current one). */
+static occlResult_t parent_allgather(occlComm_t comm, const int32_t *mine, int words,
+                                     int32_t *all, uint64_t *counter, uint64_t *nth)
+{
+    size_t bytes = (size_t)comm->nranks * (size_t)words * sizeof *all;
+    int32_t *dev = NULL;
+    if (orMalloc((void **)&dev, bytes) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "no device memory for the exchange over the "
+                                                   "parent communicator");
+    int32_t *slot = dev + (size_t)comm->rank * (size_t)words;
+    occlResult_t res = occlSuccess;
+    if (orMemcpy(slot, mine, (size_t)words * sizeof *mine, orMemcpyHostToDevice) != orSuccess)
+        res = occl_fail(occlUnhandledDeviceError, "cannot copy to device memory");
+    occl_call gather = {OCCL_COLL_ALLGATHER, comm, slot, dev, (size_t)words, occlInt32,
+                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL};
+    orDeviceSynchronize(); /* the communicator's queued work comes first */
+    pthread_mutex_lock(&comm->lock);
+    if (res == occlSuccess) {
+        occl_fp_begin(comm, &gather);
+        res = occl_run_call(&gather);
+    }
+    *nth = ++*counter;
+    pthread_mutex_unlock(&comm->lock);
+    if (res == occlSuccess && orMemcpy(all, dev, bytes, orMemcpyDeviceToHost) != orSuccess)
+        res = occl_fail(occlUnhandledDeviceError, "cannot copy from device memory");
+    orFree(dev);
+    return res;
+}
+
 occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newcomm,
                            occlConfig_t *config)
 {
@@ -1342,24 +1377,15 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
     }
     int n = comm->nranks;
     /* Everyone's (color, key), gathered over the parent communicator. */
+    int32_t mine[2] = {color, key};
+    int32_t *all = malloc((size_t)n * 2 * sizeof *all);
+    if (!all)
+        return occl_fail(occlSystemError, "out of memory");
     int prev;
     orGetDevice(&prev);
     orSetDevice(comm->device);
-    int32_t *all = NULL;
-    if (orMalloc((void **)&all, (size_t)n * 2 * sizeof *all) != orSuccess) {
-        orSetDevice(prev);
-        return occl_fail(occlUnhandledDeviceError, "no device memory for the split");
-    }
-    all[2 * comm->rank] = color;
-    all[2 * comm->rank + 1] = key;
-    occl_call gather = {OCCL_COLL_ALLGATHER, comm, all + 2 * comm->rank, all, 2, occlInt32,
-                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL};
-    orDeviceSynchronize(); /* the communicator's queued work comes first */
-    pthread_mutex_lock(&comm->lock);
-    occl_fp_begin(comm, &gather);
-    occlResult_t res = occl_run_call(&gather);
-    uint64_t split = ++comm->splits;
-    pthread_mutex_unlock(&comm->lock);
+    uint64_t split;
+    occlResult_t res = parent_allgather(comm, mine, 2, all, &comm->splits, &split);
     int members = 0, newrank = 0, root = -1;
     if (res == occlSuccess && color != OCCL_SPLIT_NOCOLOR) {
         for (int r = 0; r < n; r++) {
@@ -1382,7 +1408,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
                 root = r;
         }
     }
-    orFree(all);
+    free(all);
     if (res != occlSuccess || color == OCCL_SPLIT_NOCOLOR) {
         orSetDevice(prev);
         if (res == occlSuccess)
@@ -1390,7 +1416,7 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
         return res;
     }
     /* The same id on every member, derived from the parent's. */
-    unique_id u = {ID_MAGIC, comm->job.job_id, 0, comm->peers[root].world_rank};
+    unique_id u = {ID_MAGIC, comm->job.job_id, 0, comm->peers[root].world_rank, 0};
     uint64_t h = comm->id ^ (split * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)(uint32_t)color << 32);
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
@@ -1477,11 +1503,207 @@ occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeR
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
-    unique_id u = {ID_MAGIC, comm->job.job_id, h, comm->peers[root].world_rank};
+    unique_id u = {ID_MAGIC, comm->job.job_id, h, comm->peers[root].world_rank, 0};
     occlUniqueId id;
     memset(&id, 0, sizeof id);
     memcpy(id.internal, &u, sizeof u);
     occlResult_t res = init_rank(newcomm, n - excludeRanksCount, id, newrank, &child_config);
     orSetDevice(prev);
     return res;
+}
+
+/* ---- grow --------------------------------------------------------------------- */
+
+/* The id of comm's next grow: the same on every existing rank, whichever
+ * made it, apart from the ids of its splits and shrinks. */
+static uint64_t grow_hash(const occlComm_t comm, uint64_t nth)
+{
+    uint64_t h = comm->id ^ 0x47524f5747524f57ULL ^ (nth * 0x9e3779b97f4a7c15ULL); /* "GROWGROW" */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* A grow id out of uniqueId, checked as far as one rank can: made by
+ * occlCommGetUniqueId in this job. */
+static occlResult_t grow_id_read(const occlUniqueId *uniqueId, unique_id *u)
+{
+    memcpy(u, uniqueId->internal, sizeof *u);
+    if (u->magic == ID_MAGIC)
+        return occl_fail(occlInvalidArgument, "uniqueId was made by occlGetUniqueId: a grow "
+                                              "takes occlCommGetUniqueId's");
+    or_job_view job;
+    if (or_job(&job) != orSuccess)
+        return occl_fail(occlUnhandledDeviceError, "the runtime failed to start");
+    if (u->magic != GROW_MAGIC || u->job_id != job.job_id || u->root < 0 ||
+        u->root >= job.nranks || u->parent_nranks < 1)
+        return occl_fail(occlInvalidArgument, "uniqueId was not made by occlCommGetUniqueId in "
+                                              "this job");
+    return occlSuccess;
+}
+
+occlResult_t occlCommGetUniqueId(occlComm_t comm, occlUniqueId *uniqueId)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator");
+    if (!uniqueId)
+        return occl_fail(occlInvalidArgument, "uniqueId is NULL");
+    if (atomic_load(&comm->revoked) || comm->finalized || atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "the communicator is revoked, finalized or suspended: "
+                                           "it cannot grow");
+    pthread_mutex_lock(&comm->lock);
+    bool out = comm->grow_id_out;
+    uint64_t next = comm->grows + 1;
+    comm->grow_id_out = true;
+    pthread_mutex_unlock(&comm->lock);
+    if (out)
+        return occl_fail(occlInvalidUsage, "this rank's occlCommGetUniqueId id is still "
+                                           "outstanding: occlCommGrow consumes it first");
+    /* This process is the grown communicator's bootstrap root. */
+    unique_id u = {GROW_MAGIC, comm->job.job_id, grow_hash(comm, next), comm->job.rank,
+                   comm->nranks};
+    memset(uniqueId, 0, sizeof *uniqueId);
+    memcpy(uniqueId->internal, &u, sizeof u);
+    return occlSuccess;
+}
+
+/* A new rank's part: everything it needs is in the id. */
+static occlResult_t grow_new_rank(int nRanks, const occlUniqueId *uniqueId, int rank,
+                                  occlComm_t *newcomm, occlConfig_t *config)
+{
+    if (!uniqueId)
+        return occl_fail(occlInvalidArgument, "uniqueId is NULL: a new rank (comm NULL) passes "
+                                              "the id of occlCommGetUniqueId");
+    if (rank < 0 || rank >= nRanks)
+        return occl_fail(occlInvalidArgument, "new rank %d is not in [0, nRanks = %d) (comm "
+                                              "NULL: a new rank passes its rank)", rank, nRanks);
+    unique_id u;
+    occlResult_t res = grow_id_read(uniqueId, &u);
+    if (res != occlSuccess)
+        return res;
+    if (nRanks <= u.parent_nranks)
+        return occl_fail(occlInvalidArgument, "nRanks %d is not more than the %d ranks of the "
+                                              "communicator grown", nRanks, u.parent_nranks);
+    if (rank < u.parent_nranks)
+        return occl_fail(occlInvalidArgument, "rank %d is an existing rank's: new ranks come "
+                                              "after them, in [%d, %d)", rank, u.parent_nranks,
+                         nRanks);
+    occl_comm_config resolved;
+    res = occl_config_resolve(config, &resolved);
+    if (res != occlSuccess)
+        return res;
+    unique_id init = {ID_MAGIC, u.job_id, u.id, u.root, 0};
+    occlUniqueId id;
+    memset(&id, 0, sizeof id);
+    memcpy(id.internal, &init, sizeof init);
+    res = init_rank(newcomm, nRanks, id, rank, &resolved);
+    /* Only the existing ranks can tell an id used up; here it looks like
+     * a root that never answers. */
+    if (res == occlTimeout)
+        res = occl_fail(occlTimeout, "the existing ranks did not grow the communicator with "
+                                     "this rank within OCCL_TIMEOUT_MS: was the id used up by "
+                                     "an earlier grow, or did they not call occlCommGrow?");
+    return res;
+}
+
+/* An existing rank's part: the existing ranks agree over comm on nRanks
+ * and on the id (the maker's, which the others need not pass), check it is
+ * comm's for this grow, then bootstrap with the new ranks. */
+static occlResult_t grow_existing_rank(occlComm_t comm, int nRanks, const occlUniqueId *uniqueId,
+                                       int rank, occlComm_t *newcomm, occlConfig_t *config)
+{
+    if (!occl_comm_valid(comm))
+        return occl_fail(occlInvalidArgument, "comm is not a live communicator (new ranks pass "
+                                              "NULL)");
+    if (rank != -1)
+        return occl_fail(occlInvalidArgument, "rank %d: an existing rank (comm given) keeps its "
+                                              "rank and passes -1", rank);
+    int n = comm->nranks;
+    if (nRanks <= n)
+        return occl_fail(occlInvalidArgument, "nRanks %d is not more than the communicator's %d "
+                                              "ranks", nRanks, n);
+    if (atomic_load(&comm->revoked) || comm->finalized || atomic_load(&comm->suspended))
+        return occl_fail(occlInvalidUsage, "the communicator is revoked, finalized or suspended: "
+                                           "it cannot grow");
+    unique_id mine = {0};
+    if (uniqueId) {
+        occlResult_t bad = grow_id_read(uniqueId, &mine);
+        if (bad != occlSuccess)
+            return bad;
+    }
+    occl_comm_config child_config = comm->config;
+    if (config) {
+        occlResult_t bad = occl_config_resolve(config, &child_config);
+        if (bad != occlSuccess)
+            return bad;
+    }
+    /* Per rank: nRanks, then the id it passed (all zero: none). */
+    enum { WORDS = 1 + (int)(sizeof(unique_id) / sizeof(int32_t)) };
+    _Static_assert(sizeof(unique_id) % sizeof(int32_t) == 0, "id in words");
+    int32_t offer[WORDS];
+    offer[0] = nRanks;
+    memcpy(&offer[1], &mine, sizeof mine);
+    int32_t *all = malloc((size_t)n * WORDS * sizeof *all);
+    if (!all)
+        return occl_fail(occlSystemError, "out of memory");
+    int prev;
+    orGetDevice(&prev);
+    orSetDevice(comm->device);
+    uint64_t nth;
+    occlResult_t res = parent_allgather(comm, offer, WORDS, all, &comm->grows, &nth);
+    /* Whatever the outcome, the exchange used up the id outstanding. */
+    pthread_mutex_lock(&comm->lock);
+    comm->grow_id_out = false;
+    pthread_mutex_unlock(&comm->lock);
+    unique_id u = {0};
+    for (int r = 0; r < n && res == occlSuccess; r++) {
+        const int32_t *o = all + (size_t)r * WORDS;
+        unique_id theirs;
+        memcpy(&theirs, &o[1], sizeof theirs);
+        if (o[0] != nRanks)
+            res = occl_fail(occlInvalidArgument, "existing ranks passed different nRanks (rank "
+                                                 "%d: %d, rank %d: %d)", r, o[0], comm->rank,
+                            nRanks);
+        else if (theirs.magic && u.magic && memcmp(&theirs, &u, sizeof u) != 0)
+            res = occl_fail(occlInvalidArgument, "existing ranks passed different uniqueIds "
+                                                 "(each grow takes one occlCommGetUniqueId id)");
+        else if (theirs.magic)
+            u = theirs;
+    }
+    free(all);
+    if (res == occlSuccess && !u.magic)
+        res = occl_fail(occlInvalidArgument, "no existing rank passed the uniqueId (the rank that "
+                                             "made it with occlCommGetUniqueId passes it)");
+    if (res == occlSuccess && (u.id != grow_hash(comm, nth) || u.parent_nranks != n))
+        res = occl_fail(occlInvalidArgument, "uniqueId is not this communicator's for this grow: "
+                                             "another communicator's, or used by an earlier "
+                                             "grow");
+    bool root_is_member = false;
+    for (int r = 0; r < n && res == occlSuccess; r++)
+        root_is_member |= comm->peers[r].world_rank == u.root;
+    if (res == occlSuccess && !root_is_member)
+        res = occl_fail(occlInvalidArgument, "uniqueId was not made by a rank of the communicator");
+    if (res == occlSuccess) {
+        unique_id init = {ID_MAGIC, u.job_id, u.id, u.root, 0};
+        occlUniqueId id;
+        memset(&id, 0, sizeof id);
+        memcpy(id.internal, &init, sizeof init);
+        res = init_rank(newcomm, nRanks, id, comm->rank, &child_config);
+    }
+    orSetDevice(prev);
+    return res;
+}
+
+occlResult_t occlCommGrow(occlComm_t comm, int nRanks, const occlUniqueId *uniqueId, int rank,
+                          occlComm_t *newcomm, occlConfig_t *config)
+{
+    if (!newcomm)
+        return occl_fail(occlInvalidArgument, "newcomm is NULL");
+    *newcomm = NULL; /* NCCL's: NULL unless a communicator is made */
+    if (nRanks < 1)
+        return occl_fail(occlInvalidArgument, "nRanks %d is not positive", nRanks);
+    if (comm)
+        return grow_existing_rank(comm, nRanks, uniqueId, rank, newcomm, config);
+    return grow_new_rank(nRanks, uniqueId, rank, newcomm, config);
 }

@@ -165,6 +165,17 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t *newc
 #define OCCL_SHRINK_ABORT 0x01
 occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             occlComm_t *newcomm, occlConfig_t *config, int shrinkFlags);
+/* Growing comm by new ranks. One existing rank (any) makes the id with
+ * occlCommGetUniqueId (one outstanding per communicator; the next grow
+ * consumes it) and hands it to the new ranks. Every existing rank calls
+ * occlCommGrow(comm, nRanks, id or NULL, -1, ...) and keeps its rank (the
+ * id's maker passes it, the others may pass NULL); each new rank calls
+ * occlCommGrow(NULL, nRanks, id, rank, ...) with a rank in
+ * [comm's size, nRanks). config NULL: the parent's for existing ranks, the
+ * defaults for new ones. comm stays usable. */
+occlResult_t occlCommGetUniqueId(occlComm_t comm, occlUniqueId *uniqueId);
+occlResult_t occlCommGrow(occlComm_t comm, int nRanks, const occlUniqueId *uniqueId, int rank,
+                          occlComm_t *newcomm, occlConfig_t *config);
 /* Stops the communicator's running and queued calls (their streams report
  * an error) and refuses new ones; comm's state (occlCommGetAsyncError) is
  * occlInProgress until they have stopped, then occlSuccess: destroy or

@@ -251,6 +251,11 @@ struct occlComm {
     } *premul;
     int npremul;
     uint64_t splits; /* occlCommSplit calls so far: part of the children's ids */
+    /* occlCommGrow exchanges so far (the same on every rank: part of the
+     * grown communicators' ids), and whether this rank has handed out an
+     * id for the next one with occlCommGetUniqueId. */
+    uint64_t grows;
+    bool grow_id_out;
     occl_comm_config config; /* occlCommInitRankConfig's, or the parent's for a split */
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */

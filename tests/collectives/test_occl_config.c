@@ -4,7 +4,8 @@
  * is refused with occlInvalidArgument and a reason; older and newer struct
  * versions are read as NCCL reads them; the communicator keeps the resolved
  * configuration (a split without one inherits its parent's); commName shows
- * in OCCL_DEBUG=INFO lines and in the reason of an asynchronous failure.
+ * in OCCL_DEBUG=INFO lines and in the reason of an asynchronous failure;
+ * occlCommGrow within one process (a group) inherits or takes defaults.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -444,4 +445,61 @@ Test(occl_config, shrink_checks_and_inherits)
     CHECK_OCCL(occlCommDestroy(child));
     for (int d = 0; d < 2; d++)
         CHECK_OCCL(occlCommDestroy(parents[d]));
+}
+
+/* occlCommGrow with every rank in this process (a group): the existing rank
+ * inherits its parent's config, the new one gets the defaults, and the
+ * grown communicator reduces across both devices. */
+Test(occl_config, grow_in_one_process)
+{
+    occlConfig_t cfg = OCCL_CONFIG_INITIALIZER;
+    cfg.commName = "parent";
+    occlComm_t parent, grown[2];
+    CHECK_OCCL(init_one(&parent, &cfg));
+    occlUniqueId id;
+    CHECK_OCCL(occlCommGetUniqueId(parent, &id));
+    CHECK_OCCL(occlGroupStart());
+    cr_assert_eq(orSetDevice(0), orSuccess);
+    CHECK_OCCL(occlCommGrow(parent, 2, &id, -1, &grown[0], NULL));
+    cr_assert_eq(orSetDevice(1), orSuccess);
+    CHECK_OCCL(occlCommGrow(NULL, 2, &id, 1, &grown[1], NULL));
+    CHECK_OCCL(occlGroupEnd());
+    float *buf[2];
+    orStream_t s[2];
+    for (int d = 0; d < 2; d++) {
+        int n = 0, rank = -1;
+        CHECK_OCCL(occlCommCount(grown[d], &n));
+        CHECK_OCCL(occlCommUserRank(grown[d], &rank));
+        cr_assert_eq(n, 2);
+        cr_assert_eq(rank, d);
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        cr_assert_eq(orStreamCreate(&s[d]), orSuccess);
+        cr_assert_eq(orMalloc((void **)&buf[d], 64 * sizeof(float)), orSuccess);
+        float host[64];
+        for (int i = 0; i < 64; i++)
+            host[i] = (float)(d * 100 + i);
+        cr_assert_eq(orMemcpy(buf[d], host, sizeof host, orMemcpyHostToDevice), orSuccess);
+    }
+    cr_assert_str_eq(grown[0]->config.name, "parent");
+    cr_assert_str_eq(grown[1]->config.name, "");
+    CHECK_OCCL(occlGroupStart());
+    for (int d = 0; d < 2; d++)
+        CHECK_OCCL(occlAllReduce(buf[d], buf[d], 64, occlFloat, occlSum, grown[d], s[d]));
+    CHECK_OCCL(occlGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        cr_assert_eq(orSetDevice(d), orSuccess);
+        cr_assert_eq(orStreamSynchronize(s[d]), orSuccess);
+        float host[64];
+        cr_assert_eq(orMemcpy(host, buf[d], sizeof host, orMemcpyDeviceToHost), orSuccess);
+        for (int i = 0; i < 64; i++)
+            cr_assert_eq(host[i], (float)(100 + 2 * i));
+        orFree(buf[d]);
+        orStreamDestroy(s[d]);
+        CHECK_OCCL(occlCommDestroy(grown[d]));
+    }
+    /* The id was used up; the parent still works alone. */
+    occlComm_t again = NULL;
+    EXPECT_BAD(occlCommGrow(parent, 2, &id, -1, &again, NULL), "used by an earlier grow");
+    cr_assert_null(again);
+    CHECK_OCCL(occlCommDestroy(parent));
 }

@@ -17,7 +17,8 @@ const char *occl_coll_name(occl_coll c)
 {
     static const char *const names[] = {"AllReduce", "Broadcast",    "Reduce",   "AllGather",
                                         "ReduceScatter", "AlltoAll", "Gather",   "Scatter",
-                                        "Send",      "Recv"};
+                                        "Send",      "Recv",          "PutSignal", "Signal",
+                                        "WaitSignal"};
     return (unsigned)c < sizeof names / sizeof *names ? names[c] : "?";
 }
 
@@ -714,6 +715,9 @@ occlResult_t occl_run_call(occl_call *c)
     case OCCL_COLL_SCATTER: return gather_scatter(c, false);
     case OCCL_COLL_SEND:
     case OCCL_COLL_RECV: return occl_run_calls(c, 1);
+    case OCCL_COLL_PUTSIGNAL:
+    case OCCL_COLL_SIGNAL:
+    case OCCL_COLL_WAITSIGNAL: return occl_rma_run(c);
     }
     return occl_fail(occlInternalError, "unknown collective");
 }

@@ -498,7 +498,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->config = pi->config;
     c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
-    c->ctrl_bytes = occl_ll_area_offset(pi->nranks) + occl_ll_area_bytes();
+    c->ctrl_bytes = occl_rma_area_offset(pi->nranks) + occl_rma_area_bytes(pi->nranks);
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->runner_lock, NULL);
     pthread_cond_init(&c->runner_cv, NULL);
@@ -540,6 +540,8 @@ static void comm_free(occlComm_t c)
     occl_runner_stop(c);
     occl_plugins_comm_fini(c);
     occl_notice_release(c);
+    if (c->magic == OCCL_COMM_MAGIC)
+        occl_rma_release(c);
     if (c->magic == OCCL_COMM_MAGIC && c->network &&
         (atomic_load(&c->async_error) != occlSuccess || atomic_load(&c->revoked)))
         occl_xfer_drain(c);
@@ -1339,7 +1341,7 @@ static occlResult_t parent_allgather(occlComm_t comm, const int32_t *mine, int w
     if (orMemcpy(slot, mine, (size_t)words * sizeof *mine, orMemcpyHostToDevice) != orSuccess)
         res = occl_fail(occlUnhandledDeviceError, "cannot copy to device memory");
     occl_call gather = {OCCL_COLL_ALLGATHER, comm, slot, dev, (size_t)words, occlInt32,
-                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL};
+                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL, {0}};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
     pthread_mutex_lock(&comm->lock);
     if (res == occlSuccess) {

@@ -83,6 +83,10 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
     if (prof)
         occl_prof_group_start(comm);
     for (int i = 0; i < t->n && res == occlSuccess;) {
+        if (occl_coll_is_rma(t->calls[i].coll)) { /* in call order; no virtual time */
+            res = occl_rma_run(&t->calls[i++]);
+            continue;
+        }
         /* Consecutive sends and receives progress together (no ordering deadlock). */
         int j = i;
         while (j < t->n && (t->calls[j].coll == OCCL_COLL_SEND || t->calls[j].coll == OCCL_COLL_RECV))
@@ -126,6 +130,8 @@ static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
     atomic_fetch_sub(&comm->tasks_live, 1);
     pthread_mutex_unlock(&comm->lock);
     or_handed_task op = t->op;
+    for (int i = 0; i < t->n; i++)
+        occl_call_release(&t->calls[i]);
     free(t);
     or_handed_task_done(op);
 }
@@ -433,6 +439,9 @@ static int group_take(int i, occl_call *mine)
 
 static void group_reset(void)
 {
+    for (int i = 0; i < grp.ncalls; i++)
+        if (grp.calls[i].comm) /* not taken into a task */
+            occl_call_release(&grp.calls[i]);
     free(grp.inits);
     free(grp.calls);
     memset(&grp, 0, sizeof grp);
@@ -457,7 +466,16 @@ static occlResult_t group_simulate(uint64_t *total)
     for (int i = 0; i < grp.ncalls && res == occlSuccess; i++) {
         if (!grp.calls[i].comm)
             continue;
-        int n = group_take(i, mine);
+        int n = group_take(i, mine), kept = 0;
+        /* One-sided calls are not modelled: they take no virtual time. */
+        for (int k = 0; k < n; k++) {
+            if (occl_coll_is_rma(mine[k].coll))
+                occl_call_release(&mine[k]);
+            else
+                mine[kept++] = mine[k];
+        }
+        if (!(n = kept))
+            continue;
         int s = 0;
         while (s < nstreams &&
                (streams[s].stream != mine[0].stream || streams[s].device != mine[0].stream_device))
@@ -536,6 +554,9 @@ static occlResult_t group_end(bool simulate, occlSimInfo_t *sim)
         }
         int n = group_take(i, mine);
         res = launch(mine, n);
+        if (res != occlSuccess)
+            for (int k = 0; k < n; k++)
+                occl_call_release(&mine[k]);
         free(mine);
     }
     launching_many = false;
@@ -552,7 +573,8 @@ occlResult_t occlGroupSimulateEnd(occlSimInfo_t *simInfo) { return group_end(tru
 static bool has_root(occl_coll c)
 {
     return c == OCCL_COLL_BROADCAST || c == OCCL_COLL_REDUCE || c == OCCL_COLL_GATHER ||
-           c == OCCL_COLL_SCATTER || c == OCCL_COLL_SEND || c == OCCL_COLL_RECV;
+           c == OCCL_COLL_SCATTER || c == OCCL_COLL_SEND || c == OCCL_COLL_RECV ||
+           c == OCCL_COLL_PUTSIGNAL || c == OCCL_COLL_SIGNAL;
 }
 
 /* Elements each buffer holds, per the call's shape. */
@@ -573,6 +595,9 @@ static void buffer_counts(const occl_call *c, int n, size_t *send, size_t *recv,
     case OCCL_COLL_SCATTER: *send = root ? big : 0; *recv = cnt; break;
     case OCCL_COLL_SEND: *send = cnt; *recv = 0; break;
     case OCCL_COLL_RECV: *send = 0; *recv = cnt; break;
+    case OCCL_COLL_PUTSIGNAL: *send = cnt; break;
+    case OCCL_COLL_SIGNAL:
+    case OCCL_COLL_WAITSIGNAL: break;
     }
 }
 
@@ -653,7 +678,7 @@ static occlResult_t enqueue(occl_call *c)
         res = occl_fail(occlInvalidUsage, "RecvAnySource: the communicator has no other rank");
     else if (has_root(c->coll) && !c->source && (c->root < 0 || c->root >= c->comm->nranks))
         res = occl_fail(occlInvalidArgument, "%s: %s %d is not in [0, %d)", occl_coll_name(c->coll),
-                        c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV ? "peer" : "root",
+                        c->coll >= OCCL_COLL_SEND ? "peer" : "root",
                         c->root, c->comm->nranks);
     else if ((c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV) && c->root == c->comm->rank)
         res = occl_fail(occlInvalidUsage, "%s: peer is this rank", occl_coll_name(c->coll));
@@ -675,26 +700,37 @@ static occlResult_t enqueue(occl_call *c)
             res = occl_fail(occlInvalidArgument, "%s: count %zu times %d ranks overflows",
                             occl_coll_name(c->coll), c->count, c->comm->nranks);
         if (res == occlSuccess)
-            res = check_buffer(c, c->sendbuff, send, "sendbuff");
+            res = check_buffer(c, c->sendbuff, send,
+                               c->coll == OCCL_COLL_PUTSIGNAL ? "localbuff" : "sendbuff");
         if (res == occlSuccess)
             res = check_buffer(c, c->recvbuff, recv, "recvbuff");
     }
+    /* Last: it copies WaitSignal's descriptors, which the call then owns. */
+    if (res == occlSuccess && occl_coll_is_rma(c->coll))
+        res = occl_rma_check(c);
     if (res != occlSuccess)
         return occl_group_fail(res);
     if (grp.depth) {
         if (grp.ncalls == grp.cap_calls) {
             int cap = grp.cap_calls ? 2 * grp.cap_calls : 8;
             occl_call *grown = realloc(grp.calls, (size_t)cap * sizeof *grown);
-            if (!grown)
+            if (!grown) {
+                occl_call_release(c);
                 return occl_fail(occlSystemError, "out of memory");
+            }
             grp.calls = grown;
             grp.cap_calls = cap;
         }
         grp.calls[grp.ncalls++] = *c;
         return occlSuccess;
     }
-    return launch(c, 1);
+    occlResult_t launched = launch(c, 1);
+    if (launched != occlSuccess)
+        occl_call_release(c);
+    return launched;
 }
+
+occlResult_t occl_enqueue_call(occl_call *c) { return enqueue(c); }
 
 static occlResult_t with_op(occl_call *c, occlRedOp_t op)
 {
@@ -711,28 +747,28 @@ static occlResult_t with_op(occl_call *c, occlRedOp_t op)
 occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         occlRedOp_t op, int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                occlDataType_t datatype, occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
     return with_op(&c, op);
 }
 
 occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
@@ -745,42 +781,42 @@ occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int ro
 occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            occlDataType_t datatype, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlAlltoAll(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                           occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlGather(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlScatter(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                          int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL};
+    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL, {0}};
     return enqueue(&c);
 }
 
@@ -791,6 +827,6 @@ occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t data
         return occl_group_fail(occl_fail(occlInvalidArgument, "RecvAnySource: peer is NULL"));
     *peer = -1;
     occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, -1, stream, -1,
-                   peer, NULL};
+                   peer, NULL, {0}};
     return enqueue(&c);
 }

@@ -203,7 +203,9 @@ occlResult_t occlCommRegister(const occlComm_t comm, void *buff, size_t size, vo
 occlResult_t occlCommDeregister(const occlComm_t comm, void *handle);
 
 /* Symmetric memory windows (NCCL 2.27+): recorded and checked as
- * registrations are; no data path depends on them (docs/occl.md). */
+ * registrations are; the one-sided calls below write into them
+ * (docs/occl.md). At most 64 windows of a communicator at
+ * once (the peers find them in its control block). */
 typedef struct occlWindow *occlWindow_t;
 #define OCCL_WIN_DEFAULT 0x00
 #define OCCL_WIN_COLL_SYMMETRIC 0x01
@@ -213,6 +215,33 @@ occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, oc
                                     int winFlags);
 occlResult_t occlCommWindowDeregister(occlComm_t comm, occlWindow_t win);
 occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUserPtr);
+
+/* One-sided calls on symmetric memory windows (NCCL 2.31's ncclPutSignal,
+ * ncclSignal, ncclWaitSignal), stream-ordered like the collectives.
+ * PutSignal copies count elements of localbuff (device memory of this
+ * rank) into peer's window peerWin at byte offset peerWinOffset, then adds
+ * one to peer's signal sigIdx from this rank; Signal only adds the one.
+ * peerWin is this rank's handle of a window that every rank registered as
+ * its n-th window on comm (registration order is the same on every rank, as
+ * NCCL's collective registration makes it). WaitSignal holds the stream
+ * until, for each descriptor, signalDescs[i].peer has signalled sigIdx
+ * opCnt times more than earlier waits consumed, and consumes them; the
+ * window's data put before each signal is then visible. As NCCL 2.31:
+ * sigIdx, ctx and flags must be 0 (ctx also below the config's numRmaCtx,
+ * 0 disabling one-sided calls). */
+typedef struct {
+    int opCnt;  /* signals to wait for */
+    int peer;   /* from this rank */
+    int sigIdx; /* on this signal index */
+    int ctx;    /* and context */
+} occlWaitSignalDesc_t;
+occlResult_t occlPutSignal(const void *localbuff, size_t count, occlDataType_t datatype, int peer,
+                           occlWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                           unsigned int flags, occlComm_t comm, orStream_t stream);
+occlResult_t occlSignal(int peer, int sigIdx, int ctx, unsigned int flags, occlComm_t comm,
+                        orStream_t stream);
+occlResult_t occlWaitSignal(int nDesc, occlWaitSignalDesc_t *signalDescs, occlComm_t comm,
+                            orStream_t stream);
 
 /* Suspend: the communicator's calls end, its scratch (the device memory
  * its calls grow on demand) is freed, and new calls are refused until

@@ -260,6 +260,8 @@ struct occlComm {
     bool async_handle;       /* made by a non-blocking init: comm_free keeps the struct */
     struct occl_reg *regs;   /* occlCommRegister's ranges (register.c) */
     struct occlWindow *wins; /* occlCommWindowRegister's windows (register.c) */
+    uint64_t win_next;       /* windows registered so far: the next one's ordinal */
+    struct occl_rma_state *rma; /* one-sided calls' state (rma.c), made by the first */
     /* Bytes this rank copied into OCCL's own memory (scratch, low-latency
      * boxes) on the way to a result: what reading registered buffers in
      * place saves. occl_comm_staged_bytes reads it (tests, OCCL_DEBUG). */
@@ -368,6 +370,11 @@ typedef struct occl_xfer {
 
 /* Wake a rank that may sleep on its control block's doorbell. */
 void occl_ring_bell(occl_ctrl *c);
+/* A wait that saw nothing move for `idle` looks in a row backs off: spin,
+ * yield, then sleep on this rank's doorbell (read as `bell` before the
+ * look), for at most 50 us when network traffic must be polled. */
+void occl_idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline);
+enum { OCCL_IDLE_SPIN = 64, OCCL_IDLE_SLEEP = 80 };
 /* Progress a set of transfers until all are done or the deadline passes. */
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
 /* Let the sender of a held receive go on (its bytes are no longer read). */
@@ -421,8 +428,13 @@ typedef enum {
     OCCL_COLL_GATHER,
     OCCL_COLL_SCATTER,
     OCCL_COLL_SEND,
-    OCCL_COLL_RECV
+    OCCL_COLL_RECV,
+    /* one-sided calls (rma.c): never grouped with sends and receives */
+    OCCL_COLL_PUTSIGNAL,
+    OCCL_COLL_SIGNAL,
+    OCCL_COLL_WAITSIGNAL
 } occl_coll;
+static inline bool occl_coll_is_rma(occl_coll c) { return c >= OCCL_COLL_PUTSIGNAL; }
 
 typedef struct occl_call {
     occl_coll coll;
@@ -444,7 +456,42 @@ typedef struct occl_call {
      * begun on the calling thread can end on the communicator's; NULL:
      * the call keeps its own and runs to its end. */
     struct occl_ll_state *ll;
+    /* One-sided calls (root is the peer of PutSignal and Signal). */
+    struct occl_rma_args {
+        uint64_t win;    /* PutSignal: the target window's ordinal on the communicator */
+        size_t offset;   /* in it, in bytes */
+        int sig, ctx;
+        int ndesc;       /* WaitSignal: its descriptors, copied (freed by occl_call_release) */
+        occlWaitSignalDesc_t *descs;
+    } rma;
 } occl_call;
+
+/* rma.c: one-sided calls on symmetric memory windows. A window is named
+ * across ranks by its ordinal on the communicator; each rank publishes its
+ * live windows and its signal counters in its control block, after the
+ * low-latency area. */
+#define OCCL_RMA_WINDOWS 64 /* live windows per communicator */
+#define OCCL_RMA_SIGNALS 1  /* signal indices per peer (NCCL 2.31: 0 only) */
+#define OCCL_RMA_CONTEXTS 1 /* contexts (NCCL 2.31: 0 only) */
+size_t occl_rma_area_offset(int nranks);
+size_t occl_rma_area_bytes(int nranks);
+/* Publish window `index` ([ref, +bytes)) in comm's control block; false if
+ * OCCL_RMA_WINDOWS are live already. Withdraw it (at deregistration). */
+bool occl_rma_publish(occlComm_t comm, uint64_t index, const or_mem_ref *ref, uint64_t bytes);
+void occl_rma_withdraw(occlComm_t comm, uint64_t index);
+/* Enqueue-time checks of a one-sided call (its peer, stream and buffer are
+ * checked already); copies WaitSignal's descriptors. */
+occlResult_t occl_rma_check(occl_call *c);
+/* Run a one-sided call (on the communicator's thread, in stream order). */
+occlResult_t occl_rma_run(occl_call *c);
+/* What a call owns (WaitSignal's descriptors), freed once. */
+void occl_call_release(occl_call *c);
+/* Pending network puts and unread incoming ones, at the communicator's end. */
+void occl_rma_release(occlComm_t comm);
+/* register.c: window win of comm, its ordinal and size; false if it is not one. */
+bool occl_window_find(occlComm_t comm, occlWindow_t win, uint64_t *index, size_t *bytes);
+/* comm's window of ordinal index: where it is and its size; false if none. */
+bool occl_window_by_index(occlComm_t comm, uint64_t index, void **user, size_t *bytes);
 
 /* ll.c: the low-latency path for small collectives within one node (each
  * rank posts its input with the call's number into a box of its control

@@ -107,6 +107,9 @@ struct occlWindow {
     void *user;
     size_t bytes;
     int flags;
+    /* Its ordinal on the communicator: the peers' windows of the same
+     * ordinal are its counterparts (one-sided calls, rma.c). */
+    uint64_t index;
 };
 
 occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, occlWindow_t *win,
@@ -132,14 +135,24 @@ occlResult_t occlCommWindowRegister(occlComm_t comm, void *buff, size_t size, oc
     struct occlWindow *w = calloc(1, sizeof *w);
     if (!w)
         return occl_fail(occlSystemError, "occlCommWindowRegister: out of memory");
-    *w = (struct occlWindow){NULL, comm, buff, size, winFlags};
+    *w = (struct occlWindow){NULL, comm, buff, size, winFlags, 0};
     pthread_mutex_lock(&reg_lock);
-    w->next = comm->wins;
-    comm->wins = w;
+    w->index = comm->win_next;
+    bool published = occl_rma_publish(comm, w->index, &ref, size);
+    if (published) {
+        comm->win_next++;
+        w->next = comm->wins;
+        comm->wins = w;
+    }
     pthread_mutex_unlock(&reg_lock);
+    if (!published) {
+        free(w);
+        return occl_fail(occlSystemError, "occlCommWindowRegister: %d windows of this communicator "
+                                          "are registered already (the most at once)", OCCL_RMA_WINDOWS);
+    }
     *win = w;
-    OCCL_INFO("comm %016llx rank %d: window [%p, +%zu) flags 0x%x", (unsigned long long)comm->id,
-              comm->rank, buff, size, (unsigned)winFlags);
+    OCCL_INFO("comm %016llx rank %d: window #%llu [%p, +%zu) flags 0x%x", (unsigned long long)comm->id,
+              comm->rank, (unsigned long long)w->index, buff, size, (unsigned)winFlags);
     return occlSuccess;
 }
 
@@ -161,8 +174,10 @@ occlResult_t occlCommWindowDeregister(occlComm_t comm, occlWindow_t win)
         return occlSuccess; /* NCCL's: nothing was registered */
     pthread_mutex_lock(&reg_lock);
     struct occlWindow **pp = window_slot(comm, win), *w = pp ? *pp : NULL;
-    if (pp)
+    if (pp) {
         *pp = w->next;
+        occl_rma_withdraw(comm, w->index);
+    }
     pthread_mutex_unlock(&reg_lock);
     if (!w)
         return occl_fail(occlInvalidUsage, "occlCommWindowDeregister: %p is not a window of this "
@@ -186,6 +201,32 @@ occlResult_t occlWinGetUserPtr(occlComm_t comm, occlWindow_t win, void **outUser
                                            "communicator", (void *)win);
     *outUserPtr = user;
     return occlSuccess;
+}
+
+bool occl_window_find(occlComm_t comm, occlWindow_t win, uint64_t *index, size_t *bytes)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct occlWindow **pp = window_slot(comm, win);
+    if (pp) {
+        *index = (*pp)->index;
+        *bytes = (*pp)->bytes;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return pp != NULL;
+}
+
+bool occl_window_by_index(occlComm_t comm, uint64_t index, void **user, size_t *bytes)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct occlWindow *w = comm->wins;
+    while (w && w->index != index)
+        w = w->next;
+    if (w) {
+        *user = w->user;
+        *bytes = w->bytes;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return w != NULL;
 }
 
 bool occl_buffer_registered(occlComm_t comm, const void *p, size_t bytes)

@@ -441,8 +441,8 @@ static void cancel(occlComm_t comm, occl_xfer *x)
  * before the last look (network traffic is polled every 50 us; with
  * fingerprints on, a wait looks at its peers' calls every 10 ms, every
  * millisecond in a communicator spanning nodes). */
-enum { IDLE_SPIN = 64, IDLE_SLEEP = 80 };
-static void idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline)
+enum { IDLE_SPIN = OCCL_IDLE_SPIN, IDLE_SLEEP = OCCL_IDLE_SLEEP };
+void occl_idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline)
 {
     if (idle < IDLE_SPIN) {
         or_cpu_relax();
@@ -549,7 +549,7 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
             if (err != occlSuccess)
                 break;
         }
-        idle_wait(comm, ++idle, bell, network, deadline);
+        occl_idle_wait(comm, ++idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
                                          "OCCL_TIMEOUT_MS", comm->rank);
@@ -604,7 +604,7 @@ occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
         if (comm->check_calls && idle >= IDLE_SLEEP &&
             (err = occl_notice_check(comm, true, true)) != occlSuccess)
             return err;
-        idle_wait(comm, idle, bell, network, deadline);
+        occl_idle_wait(comm, idle, bell, network, deadline);
         if ((idle & 15) == 0 && or_now_ns() > deadline)
             return occl_fail(occlTimeout, "rank %d: RecvAnySource: no rank sent to it within "
                                           "OCCL_TIMEOUT_MS", comm->rank);

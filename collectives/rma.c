@@ -43,6 +43,11 @@ typedef struct rma_win_entry {
 } rma_win_entry;
 
 typedef struct rma_area {
+    /* Windows registered so far: a window of a lower ordinal that is not
+     * among wins[] was deregistered; one of this ordinal or higher is still
+     * to come (registration exchanges nothing, unlike NCCL's collective one,
+     * so a put may reach a peer that has not yet registered its window). */
+    _Atomic uint64_t registered;
     rma_win_entry wins[OCCL_RMA_WINDOWS];
     /* Signals received, by (ctx, sender, sigIdx): a peer of the node adds
      * to its own; this rank adds those that came over the network. */
@@ -116,6 +121,7 @@ bool occl_rma_publish(occlComm_t comm, uint64_t index, const or_mem_ref *ref, ui
         e->ref = *ref;
         e->bytes = bytes;
         atomic_store_explicit(&e->index, index + 1, memory_order_release);
+        atomic_store_explicit(&a->registered, index + 1, memory_order_release);
         return true;
     }
     return false;
@@ -260,17 +266,44 @@ static void sends_progress(struct occl_rma_state *st)
     st->nsends = kept;
 }
 
+/* Peer's window of ordinal index, once the peer has registered it. */
+static occlResult_t await_window(occlComm_t comm, int peer, uint64_t index, or_mem_ref *ref,
+                                 uint64_t *bytes)
+{
+    occl_ctrl *pc = comm->peers[peer].ctrl;
+    rma_area *a = area_of(pc, comm->nranks);
+    uint64_t deadline = occl_deadline();
+    for (unsigned idle = 0;;) {
+        uint32_t bell = atomic_load(&comm->ctrl->doorbell);
+        /* Read before the look: a window registered after it is found next time. */
+        uint64_t registered = atomic_load_explicit(&a->registered, memory_order_acquire);
+        if (peer_window(pc, comm->nranks, index, ref, bytes))
+            return occlSuccess;
+        if (registered > index)
+            return occl_fail(occlInvalidUsage, "PutSignal: rank %d has no window #%llu (deregistered; "
+                                               "windows must be registered and deregistered in the "
+                                               "same order on every rank)",
+                             peer, (unsigned long long)index);
+        if (atomic_load(&comm->async_error) != occlSuccess)
+            return occl_fail(occlInvalidUsage, "PutSignal: the communicator was aborted or revoked");
+        occl_idle_wait(comm, ++idle, bell, true, deadline); /* nobody rings for a registration */
+        if ((idle & 15) == 0 && or_now_ns() > deadline)
+            return occl_fail(occlTimeout, "rank %d: PutSignal: rank %d did not register its window "
+                                          "#%llu within OCCL_TIMEOUT_MS", comm->rank, peer,
+                             (unsigned long long)index);
+    }
+}
+
 static occlResult_t put_local(occlComm_t comm, const occl_call *c, size_t bytes)
 {
     int peer = c->root;
     occl_ctrl *pc = comm->peers[peer].ctrl;
     if (c->coll == OCCL_COLL_PUTSIGNAL) {
         or_mem_ref ref;
-        uint64_t wbytes;
-        if (!peer_window(pc, comm->nranks, c->rma.win, &ref, &wbytes))
-            return occl_fail(occlInvalidUsage, "PutSignal: rank %d has no window #%llu (windows must "
-                                               "be registered in the same order on every rank)",
-                             peer, (unsigned long long)c->rma.win);
+        uint64_t wbytes = 0;
+        occlResult_t res = await_window(comm, peer, c->rma.win, &ref, &wbytes);
+        if (res != occlSuccess)
+            return res;
         if (c->rma.offset > wbytes || bytes > wbytes - c->rma.offset)
             return occl_fail(occlInvalidUsage, "PutSignal: %zu bytes at offset %zu run past the end "
                                                "of rank %d's window #%llu (%llu bytes)", bytes,

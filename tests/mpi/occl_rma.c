@@ -4,10 +4,12 @@
  * and over a MiB, the putting rank late, so a wait that did not wait would
  * read the old bytes), several puts counted by one wait (opCnt > 1), signals
  * without data, one rank waiting for all others in one call (several
- * descriptors), a put to oneself, the same pattern inside a group, and every
- * bad input refused at the call with its result and reason. Run within one
+ * descriptors), a put to oneself, the same pattern inside a group, every
+ * bad input refused at the call with its result and reason, and a peer
+ * whose window is smaller failing the put when it runs. Run within one
  * virtual node and across virtual nodes (the puts then go over MPI).
  */
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -280,6 +282,37 @@ int main(int argc, char **argv)
     CHECK_OCCL(occlCommGetAsyncError(comm, &state));
     CHECK(state == occlSuccess);
 
+    /* 7. Rank 1's window is smaller than the others': a put that fits rank
+     * 0's window passes the call's check and fails when it runs, on rank 0
+     * (its stream and communicator) when both share a node, else in rank
+     * 1's wait, which takes the message. */
+    int nodes[64];
+    MPI_Allgather(&ci.node, 1, MPI_INT, nodes, 1, MPI_INT, MPI_COMM_WORLD);
+    bool across = nodes[0] != nodes[1];
+    occlComm_t bad;
+    CHECK_OCCL(occlCommSplit(comm, 0, me, &bad, NULL));
+    occlWindow_t bw;
+    CHECK_OCCL(occlCommWindowRegister(bad, win, me == 1 ? 4096 : 8192, &bw, OCCL_WIN_DEFAULT));
+    const char *why = NULL;
+    if (me == 0) {
+        CHECK_OCCL(occlPutSignal(src, 2048, occlUint32, 1, bw, 0, 0, 0, 0, bad, s));
+        why = across ? NULL : "run past the end of rank 1's window #0 (4096 bytes)";
+    } else if (me == 1 && across) {
+        occlWaitSignalDesc_t one = {1, 0, 0, 0};
+        CHECK_OCCL(occlWaitSignal(1, &one, bad, s));
+        why = "past the end of this rank's window #0 (4096 bytes)";
+    }
+    if (why) {
+        CHECK(orStreamSynchronize(s) != orSuccess);
+        CHECK_OCCL(occlCommGetAsyncError(bad, &state));
+        CHECK(state == occlInvalidUsage);
+        if (!strstr(occlGetLastError(bad), why))
+            mpitest_fail(__FILE__, __LINE__, "reason: ", occlGetLastError(bad));
+    }
+    CHECK_OR(orStreamSynchronize(s));
+    mpitest_barrier();
+    CHECK_OCCL(occlCommAbort(bad));
+
     mpitest_barrier();
     CHECK_OCCL(occlCommWindowDeregister(comm, w));
     CHECK_OCCL(occlCommWindowDeregister(comm, w0));
@@ -290,7 +323,8 @@ int main(int argc, char **argv)
     CHECK_OR(orStreamDestroy(s));
     mpitest_barrier();
     if (me == 0)
-        printf("occl_rma: %d ranks: ring, opCnt 3, signals, fan-in, self, group, errors: ok\n", n);
+        printf("occl_rma: %d ranks: ring, opCnt 3, signals, fan-in, self, group, errors, a smaller "
+               "peer window: ok\n", n);
     MPI_Finalize();
     return 0;
 }

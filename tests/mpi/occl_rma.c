@@ -77,6 +77,17 @@ static void errors(occlComm_t comm, orStream_t s, occlWindow_t win, uint32_t *sr
     CHECK_OCCL(occlCommWindowDeregister(comm, gone));
     REFUSED(occlPutSignal(src, SMALL, occlUint32, next, gone, 0, 0, 0, 0, comm, s), occlInvalidUsage,
             "is not a window of this communicator");
+    /* At most 64 live windows per communicator (2 are live already). */
+    occlWindow_t many[64];
+    int live = 0;
+    for (; live < 64; live++)
+        if (occlCommWindowRegister(comm, other, 4096, &many[live], OCCL_WIN_DEFAULT) != occlSuccess)
+            break;
+    CHECK(live == 62 && many[62] == NULL);
+    REFUSED(occlCommWindowRegister(comm, other, 4096, &many[63], OCCL_WIN_DEFAULT), occlSystemError,
+            "64 windows of this communicator are registered already");
+    while (live > 0)
+        CHECK_OCCL(occlCommWindowDeregister(comm, many[--live]));
     REFUSED(occlPutSignal(src, SMALL, occlUint32, next, (occlWindow_t)&n, 0, 0, 0, 0, comm, s),
             occlInvalidUsage, "is not a window of this communicator");
     REFUSED(occlPutSignal(src, 1, occlUint32, next, win, wbytes - 2, 0, 0, 0, comm, s), occlInvalidArgument,

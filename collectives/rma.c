@@ -16,11 +16,10 @@
  * whoever sees the count) and rings the peer's doorbell.
  * Across nodes a put is an MPI message, as a point-to-point call's (in the
  * job's control communicator, under the pair's tag): a header and the
- * bytes, copied at the
- * call so that the call ends without waiting for the target (a ring of puts
- * followed by waits cannot deadlock). The target takes a peer's messages, in
- * the order sent, when it waits for that peer's signals: it writes the bytes
- * into its window, then counts the signal.
+ * bytes, copied at the call so that the call ends without waiting for the
+ * target (a ring of puts followed by waits cannot deadlock). The target
+ * takes a peer's messages, in the order sent, when it waits for that peer's
+ * signals: it writes the bytes into its window, then counts the signal.
  * WaitSignal waits, descriptor by descriptor, until the counter has grown by
  * opCnt past what earlier waits consumed, backing off as transfers do (spin,
  * yield, sleep on the doorbell; network peers polled every 50 us).

@@ -17,7 +17,7 @@
 #include <openreg.h>
 
 #define OCCL_MAJOR 2
-#define OCCL_MINOR 19
+#define OCCL_MINOR 31
 #define OCCL_PATCH 0
 #define OCCL_SUFFIX ""
 /* NCCL's version arithmetic (before 2.9 the minor counted hundreds). */

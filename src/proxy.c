@@ -8,11 +8,18 @@
  *              The requester posts the receive of the data with its request
  *              and cancels it if the owner refuses.
  *   PUT inline req+data          -> reply {status}, once the data is in place
- *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself)
+ *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself;
+ *              the requester may let its stream go on before the reply, a
+ *              posted write, see stream.c)
  *   PUT eager  req, data         -> reply {status}, once the data is in place
  *   PUT        req -> reply {status}; if ok: data -> reply {status}
  * Replies and data carry tags derived from the requester's request number,
  * so several requests between the same two ranks can be in flight at once.
+ *
+ * An owner serves the requests of one rank in the order that rank sent them
+ * (MPI matches one sender's messages to the receives in the order they were
+ * posted, and completed receives are taken in that order): posted writes of
+ * one stream land in stream order.
  *
  * Polls are cheap in MPI calls: one MPI_Testsome covers the posted request
  * receives and every transfer in flight. That matters because each MPI call
@@ -73,6 +80,8 @@ static struct {
     /* The request receives, posted while running. */
     unsigned char *incoming[N_INCOMING]; /* INCOMING_BYTES each */
     MPI_Request incoming_req[N_INCOMING];
+    uint64_t incoming_posted[N_INCOMING]; /* when each was posted: messages match in that order */
+    uint64_t posts;
     bool peer_failed; /* warned once: serving has stopped */
     /* What one MPI_Testsome tests: flat[i] belongs to owner[i] (NULL: the
      * request receive incoming_req[slot[i]]) at owner[i]->mpi[slot[i]]. */
@@ -176,6 +185,8 @@ static void start_local(or_proxy_req *r)
     if (msg != r->wire) {
         memcpy(msg, r->wire, WIRE_BYTES);
         memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
+        if (r->sent) /* the bytes travel in msg: local memory is free again */
+            r->sent(r);
     }
     /* Receives first, so that the answer never waits in MPI's unexpected
      * queue: the reply, and for a read the data itself. */
@@ -326,6 +337,7 @@ static void finish(or_proxy_req *r)
 
 static void post_incoming(int k)
 {
+    px.incoming_posted[k] = ++px.posts;
     if (MPI_Irecv(px.incoming[k], (int)INCOMING_BYTES, MPI_BYTE, MPI_ANY_SOURCE, TAG_REQ,
                   or_cl.comm, &px.incoming_req[k]) != MPI_SUCCESS)
         px.incoming_req[k] = MPI_REQUEST_NULL;
@@ -359,16 +371,9 @@ static bool grow_flat(int n)
     return true;
 }
 
-/* flat[i] completed (failed: with an error); st: its status. */
-static void completed(int i, bool failed, MPI_Status *st)
+/* Request receive k completed (failed: with an error); st: its status. */
+static void incoming_completed(int k, bool failed, MPI_Status *st)
 {
-    or_proxy_req *r = px.owner[i];
-    int k = px.slot[i];
-    if (r) {
-        r->mpi[k] = MPI_REQUEST_NULL;
-        r->failed |= failed;
-        return;
-    }
     px.incoming_req[k] = MPI_REQUEST_NULL;
     if (failed) {
         /* A peer died: serving stops, this rank's own requests go on (and
@@ -387,6 +392,42 @@ static void completed(int i, bool failed, MPI_Status *st)
         OR_WARN("proxy", "rank %d: dropped a malformed request of rank %d", or_cl.rank,
                 st->MPI_SOURCE);
     post_incoming(k);
+}
+
+/* The request receives that completed in one poll, taken in the order they
+ * were posted (the order their messages were sent, per sender). */
+typedef struct {
+    int n, slot[N_INCOMING];
+    bool failed[N_INCOMING];
+    MPI_Status st[N_INCOMING];
+} arrivals;
+
+/* flat[i] completed (failed: with an error); st: its status. */
+static void completed(int i, bool failed, MPI_Status *st, arrivals *in)
+{
+    or_proxy_req *r = px.owner[i];
+    int k = px.slot[i];
+    if (r) {
+        r->mpi[k] = MPI_REQUEST_NULL;
+        r->failed |= failed;
+        return;
+    }
+    int j = in->n++;
+    while (j > 0 && px.incoming_posted[in->slot[j - 1]] > px.incoming_posted[k]) {
+        in->slot[j] = in->slot[j - 1];
+        in->failed[j] = in->failed[j - 1];
+        in->st[j] = in->st[j - 1];
+        j--;
+    }
+    in->slot[j] = k;
+    in->failed[j] = failed;
+    in->st[j] = *st;
+}
+
+static void serve_arrivals(arrivals *in)
+{
+    for (int j = 0; j < in->n; j++)
+        incoming_completed(in->slot[j], in->failed[j], &in->st[j]);
 }
 
 /* One MPI_Testsome over everything outstanding; returns how many completed. */
@@ -411,6 +452,7 @@ static int test_all(void)
                 px.slot[n++] = i;
             }
     int count = 0;
+    arrivals in = {0};
     int rc = MPI_Testsome(n, px.flat, &count, px.indices, px.statuses);
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) {
         if (count == MPI_UNDEFINED)
@@ -418,7 +460,8 @@ static int test_all(void)
         for (int j = 0; j < count; j++)
             completed(px.indices[j],
                       rc == MPI_ERR_IN_STATUS && px.statuses[j].MPI_ERROR != MPI_SUCCESS,
-                      &px.statuses[j]);
+                      &px.statuses[j], &in);
+        serve_arrivals(&in);
         return count;
     }
     /* The call as a whole failed: find out request by request. */
@@ -429,10 +472,11 @@ static int test_all(void)
             continue;
         bool failed = MPI_Test(&px.flat[i], &flag, &px.statuses[0]) != MPI_SUCCESS;
         if (flag || failed) {
-            completed(i, failed, &px.statuses[0]);
+            completed(i, failed, &px.statuses[0], &in);
             count++;
         }
     }
+    serve_arrivals(&in);
     return count;
 }
 

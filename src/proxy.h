@@ -66,6 +66,10 @@ struct or_proxy_req {
     orError_t status;
     uint64_t size; /* VALIDATE: requested size of the allocation */
     or_proxy_done_fn done;
+    /* PUT, optional: called (before done) once the bytes have left `local`
+     * inside the request message, when the write travels that way; the
+     * caller may then treat the write as posted and reuse `local`. */
+    or_proxy_done_fn sent;
     void *user;
     /* Proxy-private. */
     or_proxy_req *next;

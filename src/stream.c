@@ -6,10 +6,20 @@
  * executes the stream is busy, so its ops never overlap. Event waits never
  * occupy a worker: they are resolved when the stream reaches them, or the
  * stream parks on the event until the record completes.
+ *
+ * A small write into another node's memory is posted: the proxy sends its
+ * bytes inside the request message, and its op completes as soon as they
+ * have left local memory, without waiting for the owner's acknowledgement.
+ * Later posted writes of the stream start at once (the owner applies one
+ * rank's writes in the order sent, proxy.c); any other op, an event record
+ * and every synchronization wait until the stream's posted writes are
+ * acknowledged, so what follows a write in stream order still finds it in
+ * place, and a refused write is reported as before.
  */
 #include "internal.h"
 #include "fault.h"
 #include "proxy.h"
+#include "runtime_ext.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -96,6 +106,15 @@ static void want_wake(or_stream *s, uint64_t seq)
         ;
 }
 
+/* A write that may be posted: the proxy sends its bytes with the request. */
+static bool posts_write(const or_op *op)
+{
+    if (op->kind != OR_OP_REMOTE_COPY)
+        return false;
+    const or_proxy_req *req = (const or_proxy_req *)op->payload;
+    return req->kind == OR_PROXY_PUT && req->length <= OR_PROXY_INLINE_PUT;
+}
+
 /* Resolve satisfied event waits at the head, then queue the stream if its
  * head can run. Returns true if the stream was queued. */
 static bool stream_advance_locked(or_stream *s)
@@ -114,6 +133,10 @@ static bool stream_advance_locked(or_stream *s)
     if (!s->head)
         return false;
     or_op *head = s->head;
+    if (atomic_load(&s->posted) && !posts_write(head)) {
+        s->fenced = true; /* the last acknowledgement moves the stream on */
+        return false;
+    }
     if (head->kind == OR_OP_HOST_FUNC && head->u.host.start) {
         /* Straight to the layer's thread, which completes it: no worker
          * wakes up only to pass it on, and the stream stays busy. */
@@ -158,7 +181,8 @@ static void op_execute(or_stream *s, or_op *op);
 static or_op *take_record_locked(or_stream *s)
 {
     or_op *op = s->head;
-    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || s->busy || s->queued || s->blocked)
+    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || s->busy || s->queued || s->blocked ||
+        atomic_load(&s->posted))
         return NULL;
     s->busy = true;
     return op;
@@ -187,7 +211,7 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     s->tail = op;
     atomic_store(&s->enq_seq, op->seq);
     bool here = false;
-    if (s->head == op && !s->busy && !s->queued && !s->blocked) {
+    if (s->head == op && !s->busy && !s->queued && !s->blocked && !s->fenced) {
         here = take_record_locked(s) == op;
         if (!here)
             wake = stream_advance_locked(s);
@@ -262,7 +286,7 @@ bool or_stream_inline_begin(or_stream *s, uint64_t *seq)
         return false;
     or_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
-    bool idle = !s->head && !s->busy && !s->queued && !s->blocked;
+    bool idle = !s->head && !s->busy && !s->queued && !s->blocked && !atomic_load(&s->posted);
     if (idle) {
         s->busy = true;
         *seq = ++s->last_seq;
@@ -311,7 +335,7 @@ void or_stream_unblock(or_stream *s)
     or_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     s->blocked = false;
-    if (!s->busy && !s->queued && stream_advance_locked(s))
+    if (!s->busy && !s->queued && !s->fenced && stream_advance_locked(s))
         or_notifier_signal(&dev->work);
     pthread_mutex_unlock(&dev->lock);
 }
@@ -325,7 +349,8 @@ static bool seq_reached(void *arg)
 {
     seq_wait *w = arg;
     want_wake(w->s, w->seq);
-    return atomic_load(&w->s->done_seq) >= w->seq;
+    /* done_seq first: a write is posted before its op is marked done. */
+    return atomic_load(&w->s->done_seq) >= w->seq && !atomic_load(&w->s->posted);
 }
 
 orError_t or_stream_take_error(or_stream *s)
@@ -498,17 +523,76 @@ static void transfer_run(or_stream *s, or_op *op)
     stream_fail(s, orErrorIllegalAddress);
 }
 
+static _Atomic uint64_t posted_writes; /* or_remote_posted_writes */
+
+uint64_t or_remote_posted_writes(void) { return atomic_load(&posted_writes); }
+
+static void remote_copy_failed(or_proxy_req *req, or_stream *s)
+{
+    OR_INFO("memory", "remote copy of %llu bytes with rank %d failed: %s",
+            (unsigned long long)req->length, req->peer, orGetErrorName(req->status));
+    int none = orSuccess;
+    atomic_compare_exchange_strong(&s->async_error, &none, (int)req->status);
+}
+
 static void remote_copy_done(or_proxy_req *req)
 {
     or_op *op = req->user;
     or_strict_leave();
-    if (req->status != orSuccess) {
-        OR_INFO("memory", "remote copy of %llu bytes with rank %d failed: %s",
-                (unsigned long long)req->length, req->peer, orGetErrorName(req->status));
-        int none = orSuccess;
-        atomic_compare_exchange_strong(&op->stream->async_error, &none, (int)req->status);
-    }
+    if (req->status != orSuccess)
+        remote_copy_failed(req, op->stream);
     or_stream_op_done(op);
+}
+
+/* The proxy put a small write's bytes into its request message: the write
+ * is posted, and its op completes now (the proxy keeps a reference to it
+ * until the acknowledgement, remote_write_acked). */
+static void remote_write_sent(or_proxy_req *req)
+{
+    or_op *op = req->user;
+    or_strict_leave(); /* local memory is read no more */
+    atomic_fetch_add(&op->stream->posted, 1); /* before the op is marked done */
+    atomic_fetch_add(&posted_writes, 1);
+    req->sent = NULL; /* marks it posted for remote_write_acked */
+    or_stream_op_done(op);
+}
+
+/* The owner's answer to a write (posted or not). */
+static void remote_write_acked(or_proxy_req *req)
+{
+    or_op *op = req->user;
+    if (req->sent) { /* not posted after all (no memory for the message): as any copy */
+        remote_copy_done(req);
+        or_op_release(op);
+        return;
+    }
+    or_stream *s = op->stream;
+    or_device *dev = s->dev;
+    if (req->status != orSuccess)
+        remote_copy_failed(req, s); /* before posted drains: a synchronization sees it */
+    or_op *rec = NULL;
+    bool wake = false;
+    pthread_mutex_lock(&dev->lock);
+    if (atomic_fetch_sub(&s->posted, 1) == 1) {
+        or_notifier_signal(&s->done); /* synchronizations wait for posted to drain */
+        if (s->fenced) {
+            s->fenced = false;
+            if (!s->busy && !s->queued && !s->blocked) {
+                rec = take_record_locked(s);
+                if (!rec)
+                    wake = stream_advance_locked(s);
+            }
+        }
+    }
+    if (wake)
+        or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+    /* Past this point s may be destroyed, unless its head is rec. */
+    or_op_release(op);
+    if (rec) {
+        record_complete(rec);
+        stream_complete(s, rec);
+    }
 }
 
 static void op_execute(or_stream *s, or_op *op)
@@ -554,6 +638,13 @@ static void op_execute(or_stream *s, or_op *op)
         or_proxy_req *req = (or_proxy_req *)op->payload;
         req->done = remote_copy_done;
         req->user = op;
+        if (posts_write(op)) {
+            /* The op may complete before the owner answers: the proxy's
+             * reference keeps req alive until then. */
+            atomic_fetch_add(&op->refs, 1);
+            req->sent = remote_write_sent;
+            req->done = remote_write_acked;
+        }
         or_strict_enter(); /* MPI reads or writes our memory until then */
         or_proxy_submit(req);
         return;
@@ -689,7 +780,7 @@ static bool stream_drained(void *arg)
 {
     or_stream *s = arg;
     want_wake(s, atomic_load(&s->enq_seq));
-    return atomic_load(&s->done_seq) >= atomic_load(&s->enq_seq);
+    return atomic_load(&s->done_seq) >= atomic_load(&s->enq_seq) && !atomic_load(&s->posted);
 }
 
 /* No orDeviceSynchronize is still looking at s. */

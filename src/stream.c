@@ -523,9 +523,15 @@ static void transfer_run(or_stream *s, or_op *op)
     stream_fail(s, orErrorIllegalAddress);
 }
 
-static _Atomic uint64_t posted_writes; /* or_remote_posted_writes */
+/* or_remote_posted_writes: posted so far, and posted but not acknowledged. */
+static _Atomic uint64_t posted_writes, unacked_writes;
 
-uint64_t or_remote_posted_writes(void) { return atomic_load(&posted_writes); }
+uint64_t or_remote_posted_writes(uint64_t *unacked)
+{
+    if (unacked)
+        *unacked = atomic_load(&unacked_writes);
+    return atomic_load(&posted_writes);
+}
 
 static void remote_copy_failed(or_proxy_req *req, or_stream *s)
 {
@@ -553,6 +559,7 @@ static void remote_write_sent(or_proxy_req *req)
     or_strict_leave(); /* local memory is read no more */
     atomic_fetch_add(&op->stream->posted, 1); /* before the op is marked done */
     atomic_fetch_add(&posted_writes, 1);
+    atomic_fetch_add(&unacked_writes, 1);
     req->sent = NULL; /* marks it posted for remote_write_acked */
     or_stream_op_done(op);
 }
@@ -570,6 +577,7 @@ static void remote_write_acked(or_proxy_req *req)
     or_device *dev = s->dev;
     if (req->status != orSuccess)
         remote_copy_failed(req, s); /* before posted drains: a synchronization sees it */
+    atomic_fetch_sub(&unacked_writes, 1); /* before the stream may go on */
     or_op *rec = NULL;
     bool wake = false;
     pthread_mutex_lock(&dev->lock);

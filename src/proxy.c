@@ -160,7 +160,8 @@ static void start_local(or_proxy_req *r)
     r->nmpi = 0;
     r->status = orSuccess;
     r->failed = r->cancelled = false;
-    r->scratch = NULL;
+    if (!r->captured)
+        r->scratch = NULL;
     r->wire[W_KIND] = (uint64_t)r->kind;
     r->wire[W_ID] = r->id;
     r->wire[W_DEVICE] = (uint64_t)r->device;
@@ -171,9 +172,11 @@ static void start_local(or_proxy_req *r)
     void *msg = r->wire;
     size_t bytes = WIRE_BYTES;
     if (mode == MODE_INLINE) {
-        /* One message: the request, then the bytes (read from local memory
-         * inside the strict-mode window the stream opened for this copy). */
-        r->scratch = malloc(WIRE_BYTES + r->length);
+        /* One message: the request, then the bytes (captured already, or
+         * read now from local memory inside the strict-mode window the
+         * stream opened for this copy). */
+        if (!r->captured)
+            r->scratch = malloc(WIRE_BYTES + r->length);
         if (r->scratch) {
             msg = r->scratch;
             bytes = WIRE_BYTES + r->length;
@@ -184,9 +187,8 @@ static void start_local(or_proxy_req *r)
     r->wire[W_MODE] = (uint64_t)mode;
     if (msg != r->wire) {
         memcpy(msg, r->wire, WIRE_BYTES);
-        memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
-        if (r->sent) /* the bytes travel in msg: local memory is free again */
-            r->sent(r);
+        if (!r->captured)
+            memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
     }
     /* Receives first, so that the answer never waits in MPI's unexpected
      * queue: the reply, and for a read the data itself. */
@@ -645,6 +647,19 @@ void or_proxy_submit(or_proxy_req *req)
         req->next = head;
     while (!atomic_compare_exchange_weak(&px.submitted, &head, req));
     or_notifier_signal(&px.wake);
+}
+
+bool or_proxy_capture_put(or_proxy_req *req)
+{
+    if (req->kind != OR_PROXY_PUT || req->length > OR_PROXY_INLINE_PUT)
+        return false;
+    unsigned char *msg = malloc(WIRE_BYTES + req->length);
+    if (!msg)
+        return false;
+    memcpy(msg + WIRE_BYTES, req->local, req->length);
+    req->scratch = msg; /* start_local writes the header in front */
+    req->captured = true;
+    return true;
 }
 
 /* Callers of or_proxy_call wait on one process-wide notifier: the flag they

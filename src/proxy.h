@@ -66,11 +66,8 @@ struct or_proxy_req {
     orError_t status;
     uint64_t size; /* VALIDATE: requested size of the allocation */
     or_proxy_done_fn done;
-    /* PUT, optional: called (before done) once the bytes have left `local`
-     * inside the request message, when the write travels that way; the
-     * caller may then treat the write as posted and reuse `local`. */
-    or_proxy_done_fn sent;
     void *user;
+    bool captured; /* PUT: its bytes are in its request message already */
     /* Proxy-private. */
     or_proxy_req *next;
     uint32_t id;
@@ -96,6 +93,12 @@ void or_proxy_stop(void);
 bool or_proxy_running(void);
 /* Queue req; done(req) runs later on the proxy thread. */
 void or_proxy_submit(or_proxy_req *req);
+/* A write small enough to travel inside its request message: build that
+ * message now, on the calling thread, with the bytes of `local` as they are
+ * (the caller reads them inside a strict-mode window). From then on `local`
+ * may change or go. False (req untouched) for a larger write, or when out of
+ * memory. */
+bool or_proxy_capture_put(or_proxy_req *req);
 /* Submit and wait for it (not from a worker thread). */
 orError_t or_proxy_call(or_proxy_req *req);
 

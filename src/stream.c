@@ -7,9 +7,9 @@
  * occupy a worker: they are resolved when the stream reaches them, or the
  * stream parks on the event until the record completes.
  *
- * A small write into another node's memory is posted: the proxy sends its
- * bytes inside the request message, and its op completes as soon as they
- * have left local memory, without waiting for the owner's acknowledgement.
+ * A small write into another node's memory is posted: the worker copies its
+ * bytes into the request message, hands that to the proxy and completes the
+ * op, without waiting for the owner's acknowledgement.
  * Later posted writes of the stream start at once (the owner applies one
  * rank's writes in the order sent, proxy.c); any other op, an event record
  * and every synchronization wait until the stream's posted writes are
@@ -173,6 +173,8 @@ static or_stream *pop_ready_locked(or_device *dev)
 
 static void op_execute(or_stream *s, or_op *op);
 
+static bool posts_write(const or_op *op);
+
 /* An event record at the head of an idle stream is taken (the stream made
  * busy) by the thread that finds it there, which completes it at once: a
  * worker woken only to mark an event done would cost more than the record,
@@ -213,6 +215,13 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     bool here = false;
     if (s->head == op && !s->busy && !s->queued && !s->blocked && !s->fenced) {
         here = take_record_locked(s) == op;
+        if (!here && posts_write(op) && !or_vt_on) {
+            /* A write to post, at the head of an idle stream: the issuing
+             * thread builds its message and hands it to the proxy, no
+             * worker needed (op_execute). */
+            s->busy = true;
+            here = true;
+        }
         if (!here)
             wake = stream_advance_locked(s);
     }
@@ -550,29 +559,10 @@ static void remote_copy_done(or_proxy_req *req)
     or_stream_op_done(op);
 }
 
-/* The proxy put a small write's bytes into its request message: the write
- * is posted, and its op completes now (the proxy keeps a reference to it
- * until the acknowledgement, remote_write_acked). */
-static void remote_write_sent(or_proxy_req *req)
-{
-    or_op *op = req->user;
-    or_strict_leave(); /* local memory is read no more */
-    atomic_fetch_add(&op->stream->posted, 1); /* before the op is marked done */
-    atomic_fetch_add(&posted_writes, 1);
-    atomic_fetch_add(&unacked_writes, 1);
-    req->sent = NULL; /* marks it posted for remote_write_acked */
-    or_stream_op_done(op);
-}
-
-/* The owner's answer to a write (posted or not). */
+/* The owner's answer to a posted write. */
 static void remote_write_acked(or_proxy_req *req)
 {
     or_op *op = req->user;
-    if (req->sent) { /* not posted after all (no memory for the message): as any copy */
-        remote_copy_done(req);
-        or_op_release(op);
-        return;
-    }
     or_stream *s = op->stream;
     or_device *dev = s->dev;
     if (req->status != orSuccess)
@@ -641,19 +631,25 @@ static void op_execute(or_stream *s, or_op *op)
     case OR_OP_EVENT_WAIT: /* resolved by the scheduler, never executed */
         break;
     case OR_OP_REMOTE_COPY: {
+        or_proxy_req *req = (or_proxy_req *)op->payload;
+        req->user = op;
+        or_strict_enter(); /* we, then MPI, read or write our memory */
+        if (posts_write(op) && or_proxy_capture_put(req)) {
+            /* Posted: the bytes are in the request message, the op completes
+             * now, and the proxy's reference keeps req until the owner's
+             * answer (remote_write_acked). */
+            or_strict_leave();
+            atomic_fetch_add(&op->refs, 1);
+            atomic_fetch_add(&s->posted, 1); /* before the op is marked done */
+            atomic_fetch_add(&posted_writes, 1);
+            atomic_fetch_add(&unacked_writes, 1);
+            req->done = remote_write_acked;
+            or_proxy_submit(req);
+            break;
+        }
         /* The proxy moves the bytes; the stream stays busy until it is done,
          * and the worker is free for other streams meanwhile. */
-        or_proxy_req *req = (or_proxy_req *)op->payload;
         req->done = remote_copy_done;
-        req->user = op;
-        if (posts_write(op)) {
-            /* The op may complete before the owner answers: the proxy's
-             * reference keeps req alive until then. */
-            atomic_fetch_add(&op->refs, 1);
-            req->sent = remote_write_sent;
-            req->done = remote_write_acked;
-        }
-        or_strict_enter(); /* MPI reads or writes our memory until then */
         or_proxy_submit(req);
         return;
     }

@@ -45,6 +45,8 @@
  * the node's other ranks: it may sleep longer between polls. */
 #define OR_PROXY_ONE_NODE_SLEEP_US 2000
 #define N_INCOMING 4 /* request receives kept posted */
+#define N_ACKS 4     /* receives kept posted for the owners' statuses of posted writes */
+#define MAX_PENDING_ACKS 64 /* statuses an owner gathers in one poll before it sends them */
 
 /* Tags stay below 32768, the least MPI_TAG_UB MPI allows. Read data (owner
  * to requester) and written data (requester to owner) have tag ranges of
@@ -52,6 +54,7 @@
  * the other by a's, and the two numberings overlap. */
 enum {
     TAG_REQ = 1,
+    TAG_POSTED_ACK = 2, /* {first id, last id, status}: the owner's word on posted writes */
     TAG_REPLY_BASE = 0x100,
     TAG_GET_DATA_BASE = 0x4000,
     TAG_PUT_DATA_BASE = 0x6000,
@@ -60,7 +63,7 @@ enum {
 enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_MODE }; /* wire[] slots */
 _Static_assert(W_MODE + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
 /* How a write's bytes travel (W_MODE). */
-enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2 };
+enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2, MODE_POSTED = 3 };
 #define WIRE_BYTES (OR_PROXY_WIRE_WORDS * sizeof(uint64_t))
 #define INCOMING_BYTES (WIRE_BYTES + OR_PROXY_INLINE_PUT) /* a request receive's buffer */
 /* A request's MPI slots: a reply, the header, and every chunk of its data. */
@@ -82,6 +85,17 @@ static struct {
     MPI_Request incoming_req[N_INCOMING];
     uint64_t incoming_posted[N_INCOMING]; /* when each was posted: messages match in that order */
     uint64_t posts;
+    /* Receives of the owners' statuses of our posted writes. */
+    uint64_t acks_in[N_ACKS][3];
+    MPI_Request acks_req[N_ACKS];
+    /* Statuses of posted writes served in this poll, not sent yet: one per
+     * run of writes of one rank with the same outcome. */
+    struct {
+        int source;
+        uint32_t first, last;
+        orError_t status;
+    } pending[MAX_PENDING_ACKS];
+    int npending;
     bool peer_failed; /* warned once: serving has stopped */
     /* What one MPI_Testsome tests: flat[i] belongs to owner[i] (NULL: the
      * request receive incoming_req[slot[i]]) at owner[i]->mpi[slot[i]]. */
@@ -184,6 +198,9 @@ static void start_local(or_proxy_req *r)
             mode = MODE_EAGER;
         }
     }
+    if (mode == MODE_INLINE && r->captured)
+        mode = MODE_POSTED; /* the owner answers it with others (TAG_POSTED_ACK) */
+    r->acked = false;
     r->wire[W_MODE] = (uint64_t)mode;
     if (msg != r->wire) {
         memcpy(msg, r->wire, WIRE_BYTES);
@@ -192,7 +209,8 @@ static void start_local(or_proxy_req *r)
     }
     /* Receives first, so that the answer never waits in MPI's unexpected
      * queue: the reply, and for a read the data itself. */
-    post_reply_recv(r);
+    if (mode != MODE_POSTED)
+        post_reply_recv(r);
     if (r->kind == OR_PROXY_GET)
         post_data(r, r->local, r->length, data_tag(r), false);
     posted(r, MPI_Isend(msg, (int)bytes, MPI_BYTE, r->peer, TAG_REQ, or_cl.comm, &r->mpi[r->nmpi]));
@@ -234,6 +252,52 @@ static bool advance_local(or_proxy_req *r)
 
 /* ---- other ranks' requests on our memory --------------------------------- */
 
+static void send_pending_acks(void);
+
+/* Note the outcome of a posted write of source, for one status message per
+ * run of its writes with the same outcome. */
+static void gather_ack(int source, uint32_t id, orError_t status)
+{
+    for (int i = px.npending - 1; i >= 0; i--)
+        if (px.pending[i].source == source) {
+            if (px.pending[i].status == status) {
+                px.pending[i].last = id;
+                return;
+            }
+            break; /* a new run: keeps the outcomes in order */
+        }
+    if (px.npending == MAX_PENDING_ACKS)
+        send_pending_acks();
+    px.pending[px.npending].source = source;
+    px.pending[px.npending].first = px.pending[px.npending].last = id;
+    px.pending[px.npending].status = status;
+    px.npending++;
+}
+
+/* Send the gathered statuses; each send is a serving request until done. */
+static void send_pending_acks(void)
+{
+    for (int i = 0; i < px.npending; i++) {
+        or_proxy_req *r = calloc(1, sizeof *r);
+        if (!r) {
+            OR_WARN("proxy", "out of memory answering rank %d's writes", px.pending[i].source);
+            continue;
+        }
+        r->serving = true;
+        r->kind = OR_PROXY_PUT;
+        r->peer = px.pending[i].source;
+        r->phase = PHASE_CONFIRM;
+        r->wire[0] = px.pending[i].first;
+        r->wire[1] = px.pending[i].last;
+        r->wire[2] = (uint64_t)px.pending[i].status;
+        posted(r, MPI_Isend(r->wire, 3, MPI_UINT64_T, r->peer, TAG_POSTED_ACK, or_cl.comm,
+                            &r->mpi[r->nmpi]));
+        r->next = px.active;
+        px.active = r;
+    }
+    px.npending = 0;
+}
+
 /* A request message of `bytes` (header, then inline bytes) from source. */
 static void start_serving(const unsigned char *msg, size_t bytes, int source)
 {
@@ -261,16 +325,23 @@ static void start_serving(const unsigned char *msg, size_t bytes, int source)
                  r->kind == OR_PROXY_PUT) &&
                 (mode == MODE_PLAIN ? r->length <= OR_PROXY_MAX_BYTES
                  : mode == MODE_EAGER ? r->length <= OR_PROXY_EAGER_PUT
-                 : mode == MODE_INLINE && bytes == WIRE_BYTES + r->length) &&
-                (mode == MODE_INLINE || bytes == WIRE_BYTES);
+                 : (mode == MODE_INLINE || mode == MODE_POSTED) &&
+                       r->length <= OR_PROXY_INLINE_PUT && bytes == WIRE_BYTES + r->length) &&
+                (mode == MODE_INLINE || mode == MODE_POSTED || bytes == WIRE_BYTES);
     if (!sane)
         r->status = orErrorInvalidValue;
-    if (mode == MODE_INLINE) {
-        /* The bytes came with the request: into place now, then the reply. */
+    if (mode == MODE_INLINE || mode == MODE_POSTED) {
+        /* The bytes came with the request: into place now, then the reply
+         * (a posted write's with the others of this poll). */
         if (r->status == orSuccess) {
             or_strict_enter();
             memcpy(r->target, msg + WIRE_BYTES, r->length);
             or_strict_leave();
+        }
+        if (mode == MODE_POSTED) { /* refused or not, the writer waits for the status */
+            gather_ack(source, r->id, r->status);
+            free(r);
+            return;
         }
         r->phase = PHASE_CONFIRM;
         send_reply(r, r->status, 0);
@@ -336,6 +407,30 @@ static void finish(or_proxy_req *r)
 }
 
 /* ---- the poll ------------------------------------------------------------ */
+
+static void post_ack_recv(int k)
+{
+    if (MPI_Irecv(px.acks_in[k], 3, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_POSTED_ACK, or_cl.comm,
+                  &px.acks_req[k]) != MPI_SUCCESS)
+        px.acks_req[k] = MPI_REQUEST_NULL;
+}
+
+/* An owner's status of our posted writes first..last (ids, wrapping). */
+static void acked(int k, bool failed, const MPI_Status *st)
+{
+    px.acks_req[k] = MPI_REQUEST_NULL;
+    if (failed)
+        return; /* as a failed request receive: the dead peer's writes never finish */
+    uint32_t first = (uint32_t)px.acks_in[k][0], last = (uint32_t)px.acks_in[k][1];
+    orError_t status = (orError_t)px.acks_in[k][2];
+    for (or_proxy_req *r = px.active; r; r = r->next)
+        if (!r->serving && r->peer == st->MPI_SOURCE && r->wire[W_MODE] == MODE_POSTED &&
+            !r->acked && r->id - first <= last - first) {
+            r->reply[0] = (uint64_t)status;
+            r->acked = true;
+        }
+    post_ack_recv(k);
+}
 
 static void post_incoming(int k)
 {
@@ -414,6 +509,10 @@ static void completed(int i, bool failed, MPI_Status *st, arrivals *in)
         r->failed |= failed;
         return;
     }
+    if (k >= N_INCOMING) {
+        acked(k - N_INCOMING, failed, st);
+        return;
+    }
     int j = in->n++;
     while (j > 0 && px.incoming_posted[in->slot[j - 1]] > px.incoming_posted[k]) {
         in->slot[j] = in->slot[j - 1];
@@ -435,7 +534,7 @@ static void serve_arrivals(arrivals *in)
 /* One MPI_Testsome over everything outstanding; returns how many completed. */
 static int test_all(void)
 {
-    int n = N_INCOMING;
+    int n = N_INCOMING + N_ACKS;
     for (or_proxy_req *r = px.active; r; r = r->next)
         n += r->nmpi;
     if (!grow_flat(n))
@@ -445,6 +544,11 @@ static int test_all(void)
         px.flat[n] = px.incoming_req[k];
         px.owner[n] = NULL;
         px.slot[n++] = k;
+    }
+    for (int k = 0; k < N_ACKS; k++) {
+        px.flat[n] = px.acks_req[k];
+        px.owner[n] = NULL;
+        px.slot[n++] = N_INCOMING + k;
     }
     for (or_proxy_req *r = px.active; r; r = r->next)
         for (int i = 0; i < r->nmpi; i++)
@@ -464,6 +568,7 @@ static int test_all(void)
                       rc == MPI_ERR_IN_STATUS && px.statuses[j].MPI_ERROR != MPI_SUCCESS,
                       &px.statuses[j], &in);
         serve_arrivals(&in);
+        send_pending_acks();
         return count;
     }
     /* The call as a whole failed: find out request by request. */
@@ -479,6 +584,7 @@ static int test_all(void)
         }
     }
     serve_arrivals(&in);
+    send_pending_acks();
     return count;
 }
 
@@ -491,7 +597,7 @@ static int progress(void)
         bool finished = r->failed;
         if (r->failed && !r->serving)
             r->status = orErrorRemote;
-        else if (!in_flight(r))
+        else if (!in_flight(r) && (r->serving || r->wire[W_MODE] != MODE_POSTED || r->acked))
             finished = r->serving ? advance_serving(r) : advance_local(r);
         if (!finished) {
             pp = &r->next;
@@ -567,6 +673,9 @@ static void *proxy_main(void *arg)
         else
             px.incoming_req[k] = MPI_REQUEST_NULL; /* serve with fewer receives */
     }
+    for (int k = 0; k < N_ACKS; k++)
+        post_ack_recv(k);
+    px.npending = 0;
     MPI_Request stop_barrier = MPI_REQUEST_NULL;
     uint64_t stop_deadline = 0, last_progress = or_now_ns();
     for (;;) {
@@ -600,6 +709,11 @@ static void *proxy_main(void *arg)
         if (px.incoming_req[k] != MPI_REQUEST_NULL) {
             MPI_Cancel(&px.incoming_req[k]);
             MPI_Wait(&px.incoming_req[k], MPI_STATUS_IGNORE);
+        }
+    for (int k = 0; k < N_ACKS; k++)
+        if (px.acks_req[k] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&px.acks_req[k]);
+            MPI_Wait(&px.acks_req[k], MPI_STATUS_IGNORE);
         }
     for (int k = 0; k < N_INCOMING; k++) {
         free(px.incoming[k]);

@@ -68,6 +68,7 @@ struct or_proxy_req {
     or_proxy_done_fn done;
     void *user;
     bool captured; /* PUT: its bytes are in its request message already */
+    bool acked;    /* proxy-private: a posted write's status came */
     /* Proxy-private. */
     or_proxy_req *next;
     uint32_t id;

@@ -8,9 +8,11 @@
  *              The requester posts the receive of the data with its request
  *              and cancels it if the owner refuses.
  *   PUT inline req+data          -> reply {status}, once the data is in place
- *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself;
- *              the requester may let its stream go on before the reply, a
- *              posted write, see stream.c)
+ *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself)
+ *   PUT posted req+data, ...     -> one TAG_POSTED_ACK {first id, last id, status}
+ *              per run of a rank's posted writes (inline writes whose stream
+ *              went on without waiting, stream.c) served in one poll with the
+ *              same outcome
  *   PUT eager  req, data         -> reply {status}, once the data is in place
  *   PUT        req -> reply {status}; if ok: data -> reply {status}
  * Replies and data carry tags derived from the requester's request number,

@@ -142,6 +142,13 @@ struct or_stream {
     /* First failure of an op that ran after its call returned (a remote copy
      * the owner refused); the next synchronization reports and clears it. */
     _Atomic int async_error;
+    /* Posted writes: small writes into another node's memory whose op
+     * completed once the bytes left in the request message, and whose
+     * owner has not acknowledged them yet (changed under dev->lock). Only
+     * more such writes may start while any is posted; everything else, and
+     * every synchronization, waits for the acknowledgements. */
+    _Atomic int posted;
+    bool fenced; /* the head waits for posted to drain (dev->lock) */
     uint64_t vt_clock; /* virtual: end of the last op issued (vclock lock) */
     /* Held host functions issued and not yet released: ops issued meanwhile
      * wait, as their start is the held task's end (vclock lock). */

@@ -9,10 +9,19 @@
  *              and cancels it if the owner refuses.
  *   PUT inline req+data          -> reply {status}, once the data is in place
  *              (up to OR_PROXY_INLINE_PUT bytes, in the request message itself)
+ *   PUT posted req+data, ...     -> one TAG_POSTED_ACK {first id, last id, status}
+ *              per run of a rank's posted writes (inline writes whose stream
+ *              went on without waiting, stream.c) served in one poll with the
+ *              same outcome
  *   PUT eager  req, data         -> reply {status}, once the data is in place
  *   PUT        req -> reply {status}; if ok: data -> reply {status}
  * Replies and data carry tags derived from the requester's request number,
  * so several requests between the same two ranks can be in flight at once.
+ *
+ * An owner serves the requests of one rank in the order that rank sent them
+ * (MPI matches one sender's messages to the receives in the order they were
+ * posted, and completed receives are taken in that order): posted writes of
+ * one stream land in stream order.
  *
  * Polls are cheap in MPI calls: one MPI_Testsome covers the posted request
  * receives and every transfer in flight. That matters because each MPI call
@@ -38,6 +47,8 @@
  * the node's other ranks: it may sleep longer between polls. */
 #define OR_PROXY_ONE_NODE_SLEEP_US 2000
 #define N_INCOMING 4 /* request receives kept posted */
+#define N_ACKS 4     /* receives kept posted for the owners' statuses of posted writes */
+#define MAX_PENDING_ACKS 64 /* statuses an owner gathers in one poll before it sends them */
 
 /* Tags stay below 32768, the least MPI_TAG_UB MPI allows. Read data (owner
  * to requester) and written data (requester to owner) have tag ranges of
@@ -45,6 +56,7 @@
  * the other by a's, and the two numberings overlap. */
 enum {
     TAG_REQ = 1,
+    TAG_POSTED_ACK = 2, /* {first id, last id, status}: the owner's word on posted writes */
     TAG_REPLY_BASE = 0x100,
     TAG_GET_DATA_BASE = 0x4000,
     TAG_PUT_DATA_BASE = 0x6000,
@@ -53,7 +65,7 @@ enum {
 enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_MODE }; /* wire[] slots */
 _Static_assert(W_MODE + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
 /* How a write's bytes travel (W_MODE). */
-enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2 };
+enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2, MODE_POSTED = 3 };
 #define WIRE_BYTES (OR_PROXY_WIRE_WORDS * sizeof(uint64_t))
 #define INCOMING_BYTES (WIRE_BYTES + OR_PROXY_INLINE_PUT) /* a request receive's buffer */
 /* A request's MPI slots: a reply, the header, and every chunk of its data. */
@@ -73,6 +85,19 @@ static struct {
     /* The request receives, posted while running. */
     unsigned char *incoming[N_INCOMING]; /* INCOMING_BYTES each */
     MPI_Request incoming_req[N_INCOMING];
+    uint64_t incoming_posted[N_INCOMING]; /* when each was posted: messages match in that order */
+    uint64_t posts;
+    /* Receives of the owners' statuses of our posted writes. */
+    uint64_t acks_in[N_ACKS][3];
+    MPI_Request acks_req[N_ACKS];
+    /* Statuses of posted writes served in this poll, not sent yet: one per
+     * run of writes of one rank with the same outcome. */
+    struct {
+        int source;
+        uint32_t first, last;
+        orError_t status;
+    } pending[MAX_PENDING_ACKS];
+    int npending;
     bool peer_failed; /* warned once: serving has stopped */
     /* What one MPI_Testsome tests: flat[i] belongs to owner[i] (NULL: the
      * request receive incoming_req[slot[i]]) at owner[i]->mpi[slot[i]]. */
@@ -151,7 +176,8 @@ static void start_local(or_proxy_req *r)
     r->nmpi = 0;
     r->status = orSuccess;
     r->failed = r->cancelled = false;
-    r->scratch = NULL;
+    if (!r->captured)
+        r->scratch = NULL;
     r->wire[W_KIND] = (uint64_t)r->kind;
     r->wire[W_ID] = r->id;
     r->wire[W_DEVICE] = (uint64_t)r->device;
@@ -162,9 +188,11 @@ static void start_local(or_proxy_req *r)
     void *msg = r->wire;
     size_t bytes = WIRE_BYTES;
     if (mode == MODE_INLINE) {
-        /* One message: the request, then the bytes (read from local memory
-         * inside the strict-mode window the stream opened for this copy). */
-        r->scratch = malloc(WIRE_BYTES + r->length);
+        /* One message: the request, then the bytes (captured already, or
+         * read now from local memory inside the strict-mode window the
+         * stream opened for this copy). */
+        if (!r->captured)
+            r->scratch = malloc(WIRE_BYTES + r->length);
         if (r->scratch) {
             msg = r->scratch;
             bytes = WIRE_BYTES + r->length;
@@ -172,14 +200,19 @@ static void start_local(or_proxy_req *r)
             mode = MODE_EAGER;
         }
     }
+    if (mode == MODE_INLINE && r->captured)
+        mode = MODE_POSTED; /* the owner answers it with others (TAG_POSTED_ACK) */
+    r->acked = false;
     r->wire[W_MODE] = (uint64_t)mode;
     if (msg != r->wire) {
         memcpy(msg, r->wire, WIRE_BYTES);
-        memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
+        if (!r->captured)
+            memcpy((unsigned char *)msg + WIRE_BYTES, r->local, r->length);
     }
     /* Receives first, so that the answer never waits in MPI's unexpected
      * queue: the reply, and for a read the data itself. */
-    post_reply_recv(r);
+    if (mode != MODE_POSTED)
+        post_reply_recv(r);
     if (r->kind == OR_PROXY_GET)
         post_data(r, r->local, r->length, data_tag(r), false);
     posted(r, MPI_Isend(msg, (int)bytes, MPI_BYTE, r->peer, TAG_REQ, or_cl.comm, &r->mpi[r->nmpi]));
@@ -221,6 +254,52 @@ static bool advance_local(or_proxy_req *r)
 
 /* ---- other ranks' requests on our memory --------------------------------- */
 
+static void send_pending_acks(void);
+
+/* Note the outcome of a posted write of source, for one status message per
+ * run of its writes with the same outcome. */
+static void gather_ack(int source, uint32_t id, orError_t status)
+{
+    for (int i = px.npending - 1; i >= 0; i--)
+        if (px.pending[i].source == source) {
+            if (px.pending[i].status == status) {
+                px.pending[i].last = id;
+                return;
+            }
+            break; /* a new run: keeps the outcomes in order */
+        }
+    if (px.npending == MAX_PENDING_ACKS)
+        send_pending_acks();
+    px.pending[px.npending].source = source;
+    px.pending[px.npending].first = px.pending[px.npending].last = id;
+    px.pending[px.npending].status = status;
+    px.npending++;
+}
+
+/* Send the gathered statuses; each send is a serving request until done. */
+static void send_pending_acks(void)
+{
+    for (int i = 0; i < px.npending; i++) {
+        or_proxy_req *r = calloc(1, sizeof *r);
+        if (!r) {
+            OR_WARN("proxy", "out of memory answering rank %d's writes", px.pending[i].source);
+            continue;
+        }
+        r->serving = true;
+        r->kind = OR_PROXY_PUT;
+        r->peer = px.pending[i].source;
+        r->phase = PHASE_CONFIRM;
+        r->wire[0] = px.pending[i].first;
+        r->wire[1] = px.pending[i].last;
+        r->wire[2] = (uint64_t)px.pending[i].status;
+        posted(r, MPI_Isend(r->wire, 3, MPI_UINT64_T, r->peer, TAG_POSTED_ACK, or_cl.comm,
+                            &r->mpi[r->nmpi]));
+        r->next = px.active;
+        px.active = r;
+    }
+    px.npending = 0;
+}
+
 /* A request message of `bytes` (header, then inline bytes) from source. */
 static void start_serving(const unsigned char *msg, size_t bytes, int source)
 {
@@ -248,16 +327,23 @@ static void start_serving(const unsigned char *msg, size_t bytes, int source)
                  r->kind == OR_PROXY_PUT) &&
                 (mode == MODE_PLAIN ? r->length <= OR_PROXY_MAX_BYTES
                  : mode == MODE_EAGER ? r->length <= OR_PROXY_EAGER_PUT
-                 : mode == MODE_INLINE && bytes == WIRE_BYTES + r->length) &&
-                (mode == MODE_INLINE || bytes == WIRE_BYTES);
+                 : (mode == MODE_INLINE || mode == MODE_POSTED) &&
+                       r->length <= OR_PROXY_INLINE_PUT && bytes == WIRE_BYTES + r->length) &&
+                (mode == MODE_INLINE || mode == MODE_POSTED || bytes == WIRE_BYTES);
     if (!sane)
         r->status = orErrorInvalidValue;
-    if (mode == MODE_INLINE) {
-        /* The bytes came with the request: into place now, then the reply. */
+    if (mode == MODE_INLINE || mode == MODE_POSTED) {
+        /* The bytes came with the request: into place now, then the reply
+         * (a posted write's with the others of this poll). */
         if (r->status == orSuccess) {
             or_strict_enter();
             memcpy(r->target, msg + WIRE_BYTES, r->length);
             or_strict_leave();
+        }
+        if (mode == MODE_POSTED) { /* refused or not, the writer waits for the status */
+            gather_ack(source, r->id, r->status);
+            free(r);
+            return;
         }
         r->phase = PHASE_CONFIRM;
         send_reply(r, r->status, 0);
@@ -324,8 +410,33 @@ static void finish(or_proxy_req *r)
 
 /* ---- the poll ------------------------------------------------------------ */
 
+static void post_ack_recv(int k)
+{
+    if (MPI_Irecv(px.acks_in[k], 3, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_POSTED_ACK, or_cl.comm,
+                  &px.acks_req[k]) != MPI_SUCCESS)
+        px.acks_req[k] = MPI_REQUEST_NULL;
+}
+
+/* An owner's status of our posted writes first..last (ids, wrapping). */
+static void acked(int k, bool failed, const MPI_Status *st)
+{
+    px.acks_req[k] = MPI_REQUEST_NULL;
+    if (failed)
+        return; /* as a failed request receive: the dead peer's writes never finish */
+    uint32_t first = (uint32_t)px.acks_in[k][0], last = (uint32_t)px.acks_in[k][1];
+    orError_t status = (orError_t)px.acks_in[k][2];
+    for (or_proxy_req *r = px.active; r; r = r->next)
+        if (!r->serving && r->peer == st->MPI_SOURCE && r->wire[W_MODE] == MODE_POSTED &&
+            !r->acked && r->id - first <= last - first) {
+            r->reply[0] = (uint64_t)status;
+            r->acked = true;
+        }
+    post_ack_recv(k);
+}
+
 static void post_incoming(int k)
 {
+    px.incoming_posted[k] = ++px.posts;
     if (MPI_Irecv(px.incoming[k], (int)INCOMING_BYTES, MPI_BYTE, MPI_ANY_SOURCE, TAG_REQ,
                   or_cl.comm, &px.incoming_req[k]) != MPI_SUCCESS)
         px.incoming_req[k] = MPI_REQUEST_NULL;
@@ -359,16 +470,9 @@ static bool grow_flat(int n)
     return true;
 }
 
-/* flat[i] completed (failed: with an error); st: its status. */
-static void completed(int i, bool failed, MPI_Status *st)
+/* Request receive k completed (failed: with an error); st: its status. */
+static void incoming_completed(int k, bool failed, MPI_Status *st)
 {
-    or_proxy_req *r = px.owner[i];
-    int k = px.slot[i];
-    if (r) {
-        r->mpi[k] = MPI_REQUEST_NULL;
-        r->failed |= failed;
-        return;
-    }
     px.incoming_req[k] = MPI_REQUEST_NULL;
     if (failed) {
         /* A peer died: serving stops, this rank's own requests go on (and
@@ -389,10 +493,50 @@ static void completed(int i, bool failed, MPI_Status *st)
     post_incoming(k);
 }
 
+/* The request receives that completed in one poll, taken in the order they
+ * were posted (the order their messages were sent, per sender). */
+typedef struct {
+    int n, slot[N_INCOMING];
+    bool failed[N_INCOMING];
+    MPI_Status st[N_INCOMING];
+} arrivals;
+
+/* flat[i] completed (failed: with an error); st: its status. */
+static void completed(int i, bool failed, MPI_Status *st, arrivals *in)
+{
+    or_proxy_req *r = px.owner[i];
+    int k = px.slot[i];
+    if (r) {
+        r->mpi[k] = MPI_REQUEST_NULL;
+        r->failed |= failed;
+        return;
+    }
+    if (k >= N_INCOMING) {
+        acked(k - N_INCOMING, failed, st);
+        return;
+    }
+    int j = in->n++;
+    while (j > 0 && px.incoming_posted[in->slot[j - 1]] > px.incoming_posted[k]) {
+        in->slot[j] = in->slot[j - 1];
+        in->failed[j] = in->failed[j - 1];
+        in->st[j] = in->st[j - 1];
+        j--;
+    }
+    in->slot[j] = k;
+    in->failed[j] = failed;
+    in->st[j] = *st;
+}
+
+static void serve_arrivals(arrivals *in)
+{
+    for (int j = 0; j < in->n; j++)
+        incoming_completed(in->slot[j], in->failed[j], &in->st[j]);
+}
+
 /* One MPI_Testsome over everything outstanding; returns how many completed. */
 static int test_all(void)
 {
-    int n = N_INCOMING;
+    int n = N_INCOMING + N_ACKS;
     for (or_proxy_req *r = px.active; r; r = r->next)
         n += r->nmpi;
     if (!grow_flat(n))
@@ -403,6 +547,11 @@ static int test_all(void)
         px.owner[n] = NULL;
         px.slot[n++] = k;
     }
+    for (int k = 0; k < N_ACKS; k++) {
+        px.flat[n] = px.acks_req[k];
+        px.owner[n] = NULL;
+        px.slot[n++] = N_INCOMING + k;
+    }
     for (or_proxy_req *r = px.active; r; r = r->next)
         for (int i = 0; i < r->nmpi; i++)
             if (r->mpi[i] != MPI_REQUEST_NULL) {
@@ -411,6 +560,7 @@ static int test_all(void)
                 px.slot[n++] = i;
             }
     int count = 0;
+    arrivals in = {0};
     int rc = MPI_Testsome(n, px.flat, &count, px.indices, px.statuses);
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) {
         if (count == MPI_UNDEFINED)
@@ -418,7 +568,9 @@ static int test_all(void)
         for (int j = 0; j < count; j++)
             completed(px.indices[j],
                       rc == MPI_ERR_IN_STATUS && px.statuses[j].MPI_ERROR != MPI_SUCCESS,
-                      &px.statuses[j]);
+                      &px.statuses[j], &in);
+        serve_arrivals(&in);
+        send_pending_acks();
         return count;
     }
     /* The call as a whole failed: find out request by request. */
@@ -429,10 +581,12 @@ static int test_all(void)
             continue;
         bool failed = MPI_Test(&px.flat[i], &flag, &px.statuses[0]) != MPI_SUCCESS;
         if (flag || failed) {
-            completed(i, failed, &px.statuses[0]);
+            completed(i, failed, &px.statuses[0], &in);
             count++;
         }
     }
+    serve_arrivals(&in);
+    send_pending_acks();
     return count;
 }
 
@@ -445,7 +599,7 @@ static int progress(void)
         bool finished = r->failed;
         if (r->failed && !r->serving)
             r->status = orErrorRemote;
-        else if (!in_flight(r))
+        else if (!in_flight(r) && (r->serving || r->wire[W_MODE] != MODE_POSTED || r->acked))
             finished = r->serving ? advance_serving(r) : advance_local(r);
         if (!finished) {
             pp = &r->next;
@@ -521,6 +675,9 @@ static void *proxy_main(void *arg)
         else
             px.incoming_req[k] = MPI_REQUEST_NULL; /* serve with fewer receives */
     }
+    for (int k = 0; k < N_ACKS; k++)
+        post_ack_recv(k);
+    px.npending = 0;
     MPI_Request stop_barrier = MPI_REQUEST_NULL;
     uint64_t stop_deadline = 0, last_progress = or_now_ns();
     for (;;) {
@@ -554,6 +711,11 @@ static void *proxy_main(void *arg)
         if (px.incoming_req[k] != MPI_REQUEST_NULL) {
             MPI_Cancel(&px.incoming_req[k]);
             MPI_Wait(&px.incoming_req[k], MPI_STATUS_IGNORE);
+        }
+    for (int k = 0; k < N_ACKS; k++)
+        if (px.acks_req[k] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&px.acks_req[k]);
+            MPI_Wait(&px.acks_req[k], MPI_STATUS_IGNORE);
         }
     for (int k = 0; k < N_INCOMING; k++) {
         free(px.incoming[k]);
@@ -601,6 +763,19 @@ void or_proxy_submit(or_proxy_req *req)
         req->next = head;
     while (!atomic_compare_exchange_weak(&px.submitted, &head, req));
     or_notifier_signal(&px.wake);
+}
+
+bool or_proxy_capture_put(or_proxy_req *req)
+{
+    if (req->kind != OR_PROXY_PUT || req->length > OR_PROXY_INLINE_PUT)
+        return false;
+    unsigned char *msg = malloc(WIRE_BYTES + req->length);
+    if (!msg)
+        return false;
+    memcpy(msg + WIRE_BYTES, req->local, req->length);
+    req->scratch = msg; /* start_local writes the header in front */
+    req->captured = true;
+    return true;
 }
 
 /* Callers of or_proxy_call wait on one process-wide notifier: the flag they

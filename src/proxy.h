@@ -67,6 +67,8 @@ struct or_proxy_req {
     uint64_t size; /* VALIDATE: requested size of the allocation */
     or_proxy_done_fn done;
     void *user;
+    bool captured; /* PUT: its bytes are in its request message already */
+    bool acked;    /* proxy-private: a posted write's status came */
     /* Proxy-private. */
     or_proxy_req *next;
     uint32_t id;
@@ -92,6 +94,12 @@ void or_proxy_stop(void);
 bool or_proxy_running(void);
 /* Queue req; done(req) runs later on the proxy thread. */
 void or_proxy_submit(or_proxy_req *req);
+/* A write small enough to travel inside its request message: build that
+ * message now, on the calling thread, with the bytes of `local` as they are
+ * (the caller reads them inside a strict-mode window). From then on `local`
+ * may change or go. False (req untouched) for a larger write, or when out of
+ * memory. */
+bool or_proxy_capture_put(or_proxy_req *req);
 /* Submit and wait for it (not from a worker thread). */
 orError_t or_proxy_call(or_proxy_req *req);
 

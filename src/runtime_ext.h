@@ -135,6 +135,11 @@ typedef struct {
 /* How many device allocations this process has freed: what or_mem_export
  * said of a buffer of this process holds while the count has not moved. */
 uint64_t or_mem_free_count(void);
+/* How many writes into another node's memory this process has posted (their
+ * op completed before the owner's acknowledgement, src/stream.c), and in
+ * *unacked (unless NULL) how many of them the owners have not acknowledged
+ * yet; a debug query for tests. */
+uint64_t or_remote_posted_writes(uint64_t *unacked);
 bool or_inline_task_begin(orStream_t stream, or_inline_task *task);
 void or_inline_task_end(or_inline_task *task);
 or_handed_task or_inline_task_hand(or_inline_task *task);

@@ -6,10 +6,20 @@
  * executes the stream is busy, so its ops never overlap. Event waits never
  * occupy a worker: they are resolved when the stream reaches them, or the
  * stream parks on the event until the record completes.
+ *
+ * A small write into another node's memory is posted: the worker copies its
+ * bytes into the request message, hands that to the proxy and completes the
+ * op, without waiting for the owner's acknowledgement.
+ * Later posted writes of the stream start at once (the owner applies one
+ * rank's writes in the order sent, proxy.c); any other op, an event record
+ * and every synchronization wait until the stream's posted writes are
+ * acknowledged, so what follows a write in stream order still finds it in
+ * place, and a refused write is reported as before.
  */
 #include "internal.h"
 #include "fault.h"
 #include "proxy.h"
+#include "runtime_ext.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -96,6 +106,15 @@ static void want_wake(or_stream *s, uint64_t seq)
         ;
 }
 
+/* A write that may be posted: the proxy sends its bytes with the request. */
+static bool posts_write(const or_op *op)
+{
+    if (op->kind != OR_OP_REMOTE_COPY)
+        return false;
+    const or_proxy_req *req = (const or_proxy_req *)op->payload;
+    return req->kind == OR_PROXY_PUT && req->length <= OR_PROXY_INLINE_PUT;
+}
+
 /* Resolve satisfied event waits at the head, then queue the stream if its
  * head can run. Returns true if the stream was queued. */
 static bool stream_advance_locked(or_stream *s)
@@ -114,6 +133,10 @@ static bool stream_advance_locked(or_stream *s)
     if (!s->head)
         return false;
     or_op *head = s->head;
+    if (atomic_load(&s->posted) && !posts_write(head)) {
+        s->fenced = true; /* the last acknowledgement moves the stream on */
+        return false;
+    }
     if (head->kind == OR_OP_HOST_FUNC && head->u.host.start) {
         /* Straight to the layer's thread, which completes it: no worker
          * wakes up only to pass it on, and the stream stays busy. */
@@ -150,6 +173,8 @@ static or_stream *pop_ready_locked(or_device *dev)
 
 static void op_execute(or_stream *s, or_op *op);
 
+static bool posts_write(const or_op *op);
+
 /* An event record at the head of an idle stream is taken (the stream made
  * busy) by the thread that finds it there, which completes it at once: a
  * worker woken only to mark an event done would cost more than the record,
@@ -158,7 +183,8 @@ static void op_execute(or_stream *s, or_op *op);
 static or_op *take_record_locked(or_stream *s)
 {
     or_op *op = s->head;
-    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || s->busy || s->queued || s->blocked)
+    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || s->busy || s->queued || s->blocked ||
+        atomic_load(&s->posted))
         return NULL;
     s->busy = true;
     return op;
@@ -187,8 +213,15 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     s->tail = op;
     atomic_store(&s->enq_seq, op->seq);
     bool here = false;
-    if (s->head == op && !s->busy && !s->queued && !s->blocked) {
+    if (s->head == op && !s->busy && !s->queued && !s->blocked && !s->fenced) {
         here = take_record_locked(s) == op;
+        if (!here && posts_write(op) && !or_vt_on) {
+            /* A write to post, at the head of an idle stream: the issuing
+             * thread builds its message and hands it to the proxy, no
+             * worker needed (op_execute). */
+            s->busy = true;
+            here = true;
+        }
         if (!here)
             wake = stream_advance_locked(s);
     }
@@ -262,7 +295,7 @@ bool or_stream_inline_begin(or_stream *s, uint64_t *seq)
         return false;
     or_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
-    bool idle = !s->head && !s->busy && !s->queued && !s->blocked;
+    bool idle = !s->head && !s->busy && !s->queued && !s->blocked && !atomic_load(&s->posted);
     if (idle) {
         s->busy = true;
         *seq = ++s->last_seq;
@@ -311,7 +344,7 @@ void or_stream_unblock(or_stream *s)
     or_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     s->blocked = false;
-    if (!s->busy && !s->queued && stream_advance_locked(s))
+    if (!s->busy && !s->queued && !s->fenced && stream_advance_locked(s))
         or_notifier_signal(&dev->work);
     pthread_mutex_unlock(&dev->lock);
 }
@@ -325,7 +358,8 @@ static bool seq_reached(void *arg)
 {
     seq_wait *w = arg;
     want_wake(w->s, w->seq);
-    return atomic_load(&w->s->done_seq) >= w->seq;
+    /* done_seq first: a write is posted before its op is marked done. */
+    return atomic_load(&w->s->done_seq) >= w->seq && !atomic_load(&w->s->posted);
 }
 
 orError_t or_stream_take_error(or_stream *s)
@@ -498,17 +532,65 @@ static void transfer_run(or_stream *s, or_op *op)
     stream_fail(s, orErrorIllegalAddress);
 }
 
+/* or_remote_posted_writes: posted so far, and posted but not acknowledged. */
+static _Atomic uint64_t posted_writes, unacked_writes;
+
+uint64_t or_remote_posted_writes(uint64_t *unacked)
+{
+    if (unacked)
+        *unacked = atomic_load(&unacked_writes);
+    return atomic_load(&posted_writes);
+}
+
+static void remote_copy_failed(or_proxy_req *req, or_stream *s)
+{
+    OR_INFO("memory", "remote copy of %llu bytes with rank %d failed: %s",
+            (unsigned long long)req->length, req->peer, orGetErrorName(req->status));
+    int none = orSuccess;
+    atomic_compare_exchange_strong(&s->async_error, &none, (int)req->status);
+}
+
 static void remote_copy_done(or_proxy_req *req)
 {
     or_op *op = req->user;
     or_strict_leave();
-    if (req->status != orSuccess) {
-        OR_INFO("memory", "remote copy of %llu bytes with rank %d failed: %s",
-                (unsigned long long)req->length, req->peer, orGetErrorName(req->status));
-        int none = orSuccess;
-        atomic_compare_exchange_strong(&op->stream->async_error, &none, (int)req->status);
-    }
+    if (req->status != orSuccess)
+        remote_copy_failed(req, op->stream);
     or_stream_op_done(op);
+}
+
+/* The owner's answer to a posted write. */
+static void remote_write_acked(or_proxy_req *req)
+{
+    or_op *op = req->user;
+    or_stream *s = op->stream;
+    or_device *dev = s->dev;
+    if (req->status != orSuccess)
+        remote_copy_failed(req, s); /* before posted drains: a synchronization sees it */
+    atomic_fetch_sub(&unacked_writes, 1); /* before the stream may go on */
+    or_op *rec = NULL;
+    bool wake = false;
+    pthread_mutex_lock(&dev->lock);
+    if (atomic_fetch_sub(&s->posted, 1) == 1) {
+        or_notifier_signal(&s->done); /* synchronizations wait for posted to drain */
+        if (s->fenced) {
+            s->fenced = false;
+            if (!s->busy && !s->queued && !s->blocked) {
+                rec = take_record_locked(s);
+                if (!rec)
+                    wake = stream_advance_locked(s);
+            }
+        }
+    }
+    if (wake)
+        or_notifier_signal(&dev->work);
+    pthread_mutex_unlock(&dev->lock);
+    /* Past this point s may be destroyed, unless its head is rec. */
+    or_op_release(op);
+    if (rec) {
+        record_complete(rec);
+        stream_complete(s, rec);
+    }
 }
 
 static void op_execute(or_stream *s, or_op *op)
@@ -549,12 +631,25 @@ static void op_execute(or_stream *s, or_op *op)
     case OR_OP_EVENT_WAIT: /* resolved by the scheduler, never executed */
         break;
     case OR_OP_REMOTE_COPY: {
+        or_proxy_req *req = (or_proxy_req *)op->payload;
+        req->user = op;
+        or_strict_enter(); /* we, then MPI, read or write our memory */
+        if (posts_write(op) && or_proxy_capture_put(req)) {
+            /* Posted: the bytes are in the request message, the op completes
+             * now, and the proxy's reference keeps req until the owner's
+             * answer (remote_write_acked). */
+            or_strict_leave();
+            atomic_fetch_add(&op->refs, 1);
+            atomic_fetch_add(&s->posted, 1); /* before the op is marked done */
+            atomic_fetch_add(&posted_writes, 1);
+            atomic_fetch_add(&unacked_writes, 1);
+            req->done = remote_write_acked;
+            or_proxy_submit(req);
+            break;
+        }
         /* The proxy moves the bytes; the stream stays busy until it is done,
          * and the worker is free for other streams meanwhile. */
-        or_proxy_req *req = (or_proxy_req *)op->payload;
         req->done = remote_copy_done;
-        req->user = op;
-        or_strict_enter(); /* MPI reads or writes our memory until then */
         or_proxy_submit(req);
         return;
     }
@@ -689,7 +784,7 @@ static bool stream_drained(void *arg)
 {
     or_stream *s = arg;
     want_wake(s, atomic_load(&s->enq_seq));
-    return atomic_load(&s->done_seq) >= atomic_load(&s->enq_seq);
+    return atomic_load(&s->done_seq) >= atomic_load(&s->enq_seq) && !atomic_load(&s->posted);
 }
 
 /* No orDeviceSynchronize is still looking at s. */

@@ -5,8 +5,9 @@
 # For each number of hosts N, on a set of N test hosts:
 #   - peer copies between h1 and hN (tests/perf/peer_perf, 2 ranks of 2
 #     devices, each its own node): 4 KiB latency (median, write and read,
-#     against half an MPI ping-pong) and 64 MiB bandwidth (against
-#     MPI_Send/MPI_Recv);
+#     against half an MPI ping-pong), a burst of 32 posted 4 KiB writes
+#     waited for once (per write, against 32 MPI_Send and one ack) and 64 MiB
+#     bandwidth (against MPI_Send/MPI_Recv);
 #   - all-reduce of 8 B and 64 MiB (tests/perf/occl_perf --mpi, float sum,
 #     out of place), one process of one device per host, against
 #     MPI_Allreduce on host buffers;
@@ -15,6 +16,9 @@
 # figures to compare within a run.
 #   BENCH_ITERS   occl_perf's timed calls per size (default 20)
 #   BENCH_LAT     peer_perf's timed 4 KiB copies (default 300)
+#   BENCH_PEER_PERF  the peer_perf to run (default ./tests/perf/peer_perf), e.g.
+#                 a script running it on another build's library, to compare
+#   BENCH_ALLREDUCE=0  peer copies only
 # Needs root and namespaces (exit 77 without them).
 set -u
 srcdir=${srcdir:-.}
@@ -22,6 +26,7 @@ hosts="bash $srcdir/tests/hosts/or-hosts"
 counts=${*:-2 4}
 iters=${BENCH_ITERS:-20}
 lat=${BENCH_LAT:-300}
+peer_perf=${BENCH_PEER_PERF:-./tests/perf/peer_perf}
 id=b$$
 out=$(mktemp -d)
 trap '$hosts --id $id down >/dev/null 2>&1; rm -rf "$out"' EXIT
@@ -90,20 +95,25 @@ for n in $counts; do
 
     echo "== $n hosts: peer_perf h1 <-> h$n"
     run_job "peer$n" '^target: other-node' "${launch[@]}" -n 2 -d 2 --hosts "h1,h$n" -- \
-        ./tests/perf/peer_perf -s 64M -r 3 -i "$lat" -w poll
-    grep 'MPI one way\|other node: orMemcpy' "$out/peer$n"
+        "$peer_perf" -s 64M -r 3 -i "$lat" -w poll
+    grep 'MPI one way\|other node: orMemcpy\|burst' "$out/peer$n"
     grep '64 MiB\|size' "$out/peer$n" | grep -v target
     f="$out/peer$n"
     mpi_lat=$(awk '/MPI one way/ {print $(NF-2)}' "$f")
     wr_lat=$(awk '/write, other node/ {print $(NF-2)}' "$f")
     rd_lat=$(awk '/read, other node/ {print $(NF-2)}' "$f")
+    mpi_burst=$(awk '/MPI burst/ {print $(NF-2)}' "$f")
+    wr_burst=$(awk '/posted burst, other node/ {print $(NF-2)}' "$f")
     # 64 MiB row: size unit memcpy MPI | same /memcpy /MPI | other /memcpy /MPI | read /MPI
     read -r mpi_bw wr_bw rd_bw < <(awk '$1 == 64 && $2 == "MiB" {print $4, $10, $14}' "$f")
     row "$n" "peer copy 4 KiB, write (median, one way for MPI)" µs "$wr_lat" "$mpi_lat" 0 "peer$n"
     row "$n" "peer copy 4 KiB, read" µs "$rd_lat" "$mpi_lat" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, burst of 32 posted writes (median per write; MPI: 32 sends, one ack)" µs \
+        "${wr_burst:-}" "${mpi_burst:-}" 0 "peer$n"
     row "$n" "peer copy 64 MiB, write" GB/s "${wr_bw:-}" "${mpi_bw:-}" 1 "peer$n"
     row "$n" "peer copy 64 MiB, read" GB/s "${rd_bw:-}" "${mpi_bw:-}" 1 "peer$n"
 
+    [ "${BENCH_ALLREDUCE:-1}" = 0 ] && continue
     echo "== $n hosts: occl_perf allreduce, $n processes x 1 device"
     run_job "ar$n" '^# Avg bus bandwidth' "${launch[@]}" -n "$n" -d 1 --hosts "$list" -- \
         ./tests/perf/occl_perf --coll allreduce -b 8 -e 64M -i 67108856 -n "$iters" -w 5 --mpi --place out

@@ -15,6 +15,13 @@
  * then rank 0 writing into and reading from rank 1's device memory with
  * orMemcpy. x = median over the MPI median.
  *
+ * Burst table: 32 small messages or copies back to back, waited for once,
+ * per message: MPI_Send each and one MPI_Recv of rank 1's acknowledgement,
+ * against orMemcpyAsync each into rank 1's memory on one stream and one
+ * orStreamSynchronize (which returns when every write is in place). Across
+ * nodes such writes are posted: each is one message, the stream does not
+ * wait for the owner's answers one by one (docs/cluster.md).
+ *
  * Bandwidth table, columns per size:
  *   memcpy      memcpy between two malloc'd buffers of rank 0;
  *   MPI         MPI_Send on rank 0 / MPI_Recv on rank 1 of the same bytes,
@@ -227,7 +234,13 @@ static void mpi_receiver(void *buf, size_t size, int reps)
 
 /* ---- latency ------------------------------------------------------------ */
 
-enum lat_kind { L_MPI, L_WRITE, L_READ };
+enum lat_kind { L_MPI, L_WRITE, L_READ, L_MPI_BURST, L_WRITE_BURST };
+
+/* A burst: small messages or copies back to back, waited for once at the
+ * end (MPI: one acknowledgement from rank 1; the runtime: one stream
+ * synchronization, which returns when every write is in place). */
+#define BURST 32
+static orStream_t burst_stream;
 
 /* Rank 0: warmup untimed then iters timed operations, one at a time;
  * samples get microseconds each. L_MPI is a ping-pong with rank 1 (see
@@ -249,10 +262,23 @@ static void latency_samples(enum lat_kind kind, void *local, void *remote, char 
         case L_READ:
             CHECK(orMemcpy(local, remote, size, orMemcpyDeviceToDevice));
             break;
+        case L_MPI_BURST:
+            for (int b = 0; b < BURST; b++)
+                CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Recv(hbuf, 1, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+            break;
+        case L_WRITE_BURST:
+            for (int b = 0; b < BURST; b++)
+                CHECK(orMemcpyAsync(remote, local, size, orMemcpyDeviceToDevice, burst_stream));
+            CHECK(orStreamSynchronize(burst_stream));
+            break;
         }
         double us = (perf_now_s() - t0) * 1e6;
         if (k >= 0)
-            samples[k] = kind == L_MPI ? us / 2 : us;
+            samples[k] = kind == L_MPI ? us / 2
+                         : kind == L_MPI_BURST || kind == L_WRITE_BURST ? us / BURST
+                                                                         : us;
     }
 }
 
@@ -263,6 +289,17 @@ static void latency_echo(char *hbuf, size_t size, int n)
         CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD,
                            MPI_STATUS_IGNORE));
         CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD));
+    }
+}
+
+/* Rank 1's side of the MPI bursts: n bursts, each acknowledged once. */
+static void latency_burst_sink(char *hbuf, size_t size, int n)
+{
+    for (int k = 0; k < n; k++) {
+        for (int b = 0; b < BURST; b++)
+            CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Send(hbuf, 1, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD));
     }
 }
 
@@ -517,16 +554,29 @@ int main(int argc, char **argv)
      * rank 1 waits. */
     int warmup = iters / 10 > 10 ? iters / 10 : 10;
     struct latency lat_mpi = {0, 0}, lat_write = {0, 0}, lat_read = {0, 0};
+    struct latency lat_mpi_burst = {0, 0}, lat_write_burst = {0, 0};
+    /* Bursts: fewer rounds, each of BURST messages. */
+    int burst_iters = iters / 10 > 10 ? iters / 10 : 10, burst_warmup = 3;
+    if (burst_iters > iters)
+        burst_iters = iters;
     phase_barrier();
     if (ci.rank == 0) {
         double *samples = perf_xmalloc((size_t)iters * sizeof *samples);
         latency_samples(L_MPI, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
         lat_mpi = latency_of(samples, iters);
+        latency_samples(L_MPI_BURST, NULL, NULL, hsrc, lat_size, burst_warmup, burst_iters,
+                        samples);
+        lat_mpi_burst = latency_of(samples, burst_iters);
         phase_barrier();
         latency_samples(L_WRITE, d0, remote, NULL, lat_size, warmup, iters, samples);
         lat_write = latency_of(samples, iters);
         latency_samples(L_READ, d0, remote, NULL, lat_size, warmup, iters, samples);
         lat_read = latency_of(samples, iters);
+        CHECK(orStreamCreate(&burst_stream));
+        latency_samples(L_WRITE_BURST, d0, remote, NULL, lat_size, burst_warmup, burst_iters,
+                        samples);
+        lat_write_burst = latency_of(samples, burst_iters);
+        CHECK(orStreamDestroy(burst_stream));
         phase_barrier();
         free(samples);
         char sz[32];
@@ -551,6 +601,24 @@ int main(int argc, char **argv)
             printf("  %-58s %9.2f %9.2f %7.2f\n", rows[k].name, rows[k].l.median_us,
                    rows[k].l.p99_us,
                    lat_mpi.median_us > 0 ? rows[k].l.median_us / lat_mpi.median_us : 0.0);
+        printf("\nbursts of %d, microseconds per message or copy (median and p99 of %d bursts\n"
+               "after %d untimed; x = median over MPI's burst)\n",
+               BURST, burst_iters, burst_warmup);
+        printf("  %-58s %9s %9s %7s\n", "operation", "median", "p99", "x");
+        const struct {
+            const char *name;
+            struct latency l;
+        } brows[2] = {
+            {"MPI burst: MPI_Send each, one MPI_Recv of an ack", lat_mpi_burst},
+            {cross_node ? "posted burst, other node: orMemcpyAsync each, one sync"
+                        : "burst, same node: orMemcpyAsync each, one sync",
+             lat_write_burst},
+        };
+        for (int k = 0; k < 2; k++)
+            printf("  %-58s %9.2f %9.2f %7.2f\n", brows[k].name, brows[k].l.median_us,
+                   brows[k].l.p99_us,
+                   lat_mpi_burst.median_us > 0 ? brows[k].l.median_us / lat_mpi_burst.median_us
+                                               : 0.0);
         printf("\ncopy bandwidth, GB/s, one synchronous copy at a time by rank 0 (best of %d;\n"
                "/memcpy and /MPI = that column's GB/s over memcpy's and over MPI's)\n",
                reps);
@@ -561,6 +629,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     } else {
         latency_echo(hdst, lat_size, warmup + iters);
+        latency_burst_sink(hdst, lat_size, burst_warmup + burst_iters);
         phase_barrier();
         phase_barrier();
     }

@@ -85,6 +85,7 @@ typedef struct vsim {
     bool spread; /* transfers between nodes spread over the rails (vmodel.h) */
     bool steady; /* a pipeline's further loop: the paths' latency is hidden (model_ends) */
     bool oom;
+    const occl_vwatch *watch; /* NULL but in occl_vmodel_replay_steps */
 } vsim;
 
 static void step_begin(vsim *v, int rank)
@@ -645,6 +646,8 @@ static bool step_start(vrun *R, int rank, int s, uint64_t t)
         R->step[rank] = s;
         R->last[rank] = t;
         R->pending[rank] = ne;
+        if (R->v->watch && R->v->watch->step)
+            R->v->watch->step(R->v->watch->ctx, rank, s, t);
         for (int i = 0; i < ne; i++)
             if (!offer(R, rank, &e[i], t))
                 return false;
@@ -758,6 +761,8 @@ static bool replay(vsim *v, const uint64_t *entry, uint64_t *end)
         uint64_t e = add_sat(add_sat(slot, busy), P->path.latency_ns);
         if (x.reduce)
             e = max_u64(e, add_sat(add_sat(x.ready, P->path.latency_ns), ceil_div_ns(3 * x.bytes, v->bps[x.dst])));
+        if (v->watch && v->watch->transfer)
+            v->watch->transfer(v->watch->ctx, &(occl_vtransfer){x.src, x.dst, x.k, x.ready, slot, e});
         ok = transfer_ended(&R, x.src, e) && transfer_ended(&R, x.dst, e);
     }
     v->oom = !ok;
@@ -857,6 +862,43 @@ static bool replay_ends(const occl_vsystem *s, const occl_call *c, occl_algo alg
     *oom = !v.r || v.oom;
     sim_free(&v);
     return ok;
+}
+
+int occl_vmodel_replay_steps(const occl_vsystem *s, const occl_vsteps *st, occl_pfam fam, occl_proto proto,
+                             const uint64_t *entry, const uint64_t *bps, const occl_vwatch *watch,
+                             uint64_t *end)
+{
+    int n = st->nranks;
+    if (n < 1 || n != s->nranks || st->step0[0] != 0)
+        return OCCL_VSTEPS_INVALID;
+    for (int r = 0; r < n; r++) {
+        if (st->step0[r + 1] < st->step0[r])
+            return OCCL_VSTEPS_INVALID;
+        for (int k = st->step0[r]; k < st->step0[r + 1]; k++) {
+            if (st->end0[k + 1] < st->end0[k])
+                return OCCL_VSTEPS_INVALID;
+            for (int i = st->end0[k]; i < st->end0[k + 1]; i++)
+                if (st->ends[i].peer < 0 || st->ends[i].peer >= n || st->ends[i].peer == r)
+                    return OCCL_VSTEPS_INVALID;
+        }
+    }
+    vsim v = {.sys = s, .n = n, .r = calloc((size_t)n, sizeof(vrank)), .bps = bps, .proto = proto,
+              .fam = fam, .spread = s->rails > 1, .watch = watch};
+    int res = OCCL_VSTEPS_NOMEM;
+    for (int r = 0; r < n && v.r && !v.oom; r++)
+        for (int k = st->step0[r]; k < st->step0[r + 1] && !v.oom; k++) {
+            step_begin(&v, r);
+            for (int i = st->end0[k]; i < st->end0[k + 1]; i++) {
+                const occl_vstep_end *e = &st->ends[i];
+                add_end(&v, r, e->peer, e->send, e->reduce, e->bytes);
+            }
+            if (!v.oom)
+                v.r[r].compute[v.r[r].nsteps - 1] = st->compute[k];
+        }
+    if (v.r && !v.oom)
+        res = replay(&v, entry, end) ? OCCL_VSTEPS_OK : v.oom ? OCCL_VSTEPS_NOMEM : OCCL_VSTEPS_STUCK;
+    sim_free(&v);
+    return res;
 }
 
 /* Whether nvls all-reduce on s is NCCL's NVLS: one node whose paths reduce

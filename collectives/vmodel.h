@@ -65,6 +65,57 @@ bool occl_vmodel_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo,
 occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps,
                              uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS]);
 
+/* A schedule written out step by step, for tests and benchmarks of the
+ * replay's rules (test_vreplay, vreplay_perf): rank r runs steps
+ * step0[r] .. step0[r+1]-1 in order (step0 has nranks + 1 entries, from
+ * 0); step k offers ends[end0[k] .. end0[k+1]) as it starts and ends with
+ * its last transfer plus compute[k] ns of local work. The k-th send from a
+ * to b and the k-th receive of b from a make one transfer (same bytes). */
+typedef struct occl_vstep_end {
+    int peer;       /* the other rank */
+    bool send;      /* a send to peer, else a receive from it */
+    bool reduce;    /* a receive reducing into its buffer: it ends no earlier than ready + latency +
+                     * 3 x bytes at the receiver's memory bandwidth (bps[receiver]) */
+    uint64_t bytes;
+} occl_vstep_end;
+
+typedef struct occl_vsteps {
+    int nranks;
+    const int *step0;
+    const int *end0;
+    const occl_vstep_end *ends;
+    const uint64_t *compute;
+} occl_vsteps;
+
+/* What the replay did, as it does it: a step's start, a transfer's ready
+ * time (both ends' steps started), its slot on the links and its end. */
+typedef struct occl_vtransfer {
+    int src, dst;
+    uint64_t k; /* the k-th transfer from src to dst */
+    uint64_t ready, slot, end;
+} occl_vtransfer;
+
+typedef struct occl_vwatch {
+    void (*step)(void *ctx, int rank, int step, uint64_t start); /* step: the rank's, from 0 */
+    void (*transfer)(void *ctx, const occl_vtransfer *x);
+    void *ctx;
+} occl_vwatch;
+
+enum { OCCL_VSTEPS_OK = 0, OCCL_VSTEPS_NOMEM = -1, OCCL_VSTEPS_STUCK = -2, OCCL_VSTEPS_INVALID = -3 };
+
+/* Replays schedule st on system s (its nranks, path and ctx; rails > 1
+ * spreads transfers between nodes over the rails, as a ring's) with the
+ * per-hop latency and wire bytes of protocol proto of family fam (vproto.h)
+ * - the replay every call's model runs (vcost.c) - from entry[r]; end[r]:
+ * when rank r's last step ended (entry[r] if it has none). watch (may be
+ * NULL) sees every step start and transfer. OCCL_VSTEPS_INVALID: a step or
+ * end numbering out of order, a peer out of range or the rank itself;
+ * OCCL_VSTEPS_STUCK: ends that never pair up (a step waiting for a step
+ * behind it, a send without its receive, different bytes); NOMEM. */
+int occl_vmodel_replay_steps(const occl_vsystem *s, const occl_vsteps *st, occl_pfam fam, occl_proto proto,
+                             const uint64_t *entry, const uint64_t *bps, const occl_vwatch *watch,
+                             uint64_t *end);
+
 /* The protocol family (NCCL's table row) algorithm algo of collective coll
  * takes its constants from. */
 occl_pfam occl_vmodel_family(occl_coll coll, occl_algo algo);

@@ -7,7 +7,7 @@
  * topology gives (occl_topo_ring), the virtual nodes along it, the trees
  * (occl_topo_trees), the topology's paths between the ranks' devices, the
  * profile's memory bandwidth - and then calls the library's own planner
- * (occl_plan_system) and replay (occl_vmodel_ends, vcost.c and vreplay.c):
+ * (occl_plan_system) and replay (occl_vmodel_ends, vcost.c):
  * the functions a real run charges each collective with. Each rank's stream
  * clock moves as in a real run: a call enters at max(its stream's clock, its
  * process's host clock), and ends where the replay says. Sweeps follow

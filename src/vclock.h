@@ -67,7 +67,7 @@ uint64_t or_vpath_link(const or_vpath *p, int i);
 /* Link timelines: for each link, the intervals during which transfers
  * occupy it. Zero-initialised is empty. The runtime keeps one set for the
  * copies of its process (under its lock); a collective's replay keeps its
- * own (collectives/vreplay.c). The owner serialises the calls. */
+ * own (collectives/vcost.c). The owner serialises the calls. */
 typedef struct or_vtimeline or_vtimeline;
 typedef struct or_vlinks {
     or_vtimeline *slots; /* open addressing on the link's key */

@@ -1,6 +1,7 @@
 /*
  * vreplay_perf.c - host time of a collective's replay in virtual time
- * (collectives/vreplay.c), which every rank runs for every collective.
+ * (collectives/vcost.c, through occl_vmodel_replay_steps), which every
+ * rank runs for every collective.
  *
  * Schedules of OCCL's ring all-reduce (2(n-1) steps, n transfers each) and
  * direct AlltoAll (one step, n(n-1) transfers) on nodes of 4 devices, each
@@ -20,18 +21,25 @@
 #include <string.h>
 
 #include "perf_util.h"
-#include "vreplay.h"
+#include "vmodel.h"
 
 #define DEVS_PER_NODE 4
 static const uint64_t LAT_IN = 2000, BW_IN = 300000000000ull, LAT_X = 6000, BW_X = 25000000000ull;
 
+typedef struct xfer_t {
+    int src, dst, src_step, dst_step; /* global step numbers */
+    uint64_t bytes;
+    or_vpath path;
+} xfer_t;
+
 typedef struct sched {
-    int n;
-    int *step0;
-    uint64_t *compute, *entry, *start, *end;
-    occl_vxfer *x;
+    int n, spread;
+    int *step0, *end0;
+    occl_vstep_end *ends;
+    uint64_t *compute, *entry, *start, *end, *bps;
+    xfer_t *x;
     size_t nx;
-    int *hops; /* 4 per transfer */
+    int *hops; /* 4 per ordered pair of ranks */
 } sched;
 
 static int node_of(int r, int n, int spread)
@@ -40,25 +48,29 @@ static int node_of(int r, int n, int spread)
     return spread ? r % nodes : r / DEVS_PER_NODE;
 }
 
-static or_vpath path(sched *s, size_t i, int a, int b, int spread)
+/* The path from a to b; typed PIX and replayed with NVLS's family and
+ * Simple, which add no per-hop latency and no wire bytes (test_vreplay). */
+static or_vpath path(void *ctx, int a, int b)
 {
-    int *h = &s->hops[4 * i], na = node_of(a, s->n, spread), nb = node_of(b, s->n, spread);
+    sched *s = ctx;
+    int *h = &s->hops[4 * ((size_t)a * (size_t)s->n + (size_t)b)];
+    int na = node_of(a, s->n, s->spread), nb = node_of(b, s->n, s->spread);
     h[0] = 2 * a;
     if (na == nb) {
         h[1] = 2 * b + 1;
-        return (or_vpath){.latency_ns = LAT_IN, .bytes_per_s = BW_IN, .nhops = 2, .hops = h};
+        return (or_vpath){.latency_ns = LAT_IN, .bytes_per_s = BW_IN, .type = "PIX", .nhops = 2, .hops = h};
     }
     h[1] = 1000000 + 2 * na;
     h[2] = 1000001 + 2 * nb;
     h[3] = 2 * b + 1;
-    return (or_vpath){.latency_ns = LAT_X, .bytes_per_s = BW_X, .nhops = 4, .hops = h};
+    return (or_vpath){.latency_ns = LAT_X, .bytes_per_s = BW_X, .type = "PIX", .nhops = 4, .hops = h};
 }
 
-static void add(sched *s, int src, int ss, int dst, int ds, uint64_t k, uint64_t bytes, int spread)
+static void add(sched *s, int src, int ss, int dst, int ds, uint64_t bytes)
 {
     size_t i = s->nx++;
-    s->x[i] = (occl_vxfer){.src = src, .dst = dst, .k = k, .src_step = s->step0[src] + ss,
-                           .dst_step = s->step0[dst] + ds, .bytes = bytes, .path = path(s, i, src, dst, spread)};
+    s->x[i] = (xfer_t){.src = src, .dst = dst, .src_step = s->step0[src] + ss, .dst_step = s->step0[dst] + ds,
+                       .bytes = bytes, .path = path(s, src, dst)};
 }
 
 static sched *build(int n, int alltoall, int spread, uint64_t bytes)
@@ -67,6 +79,7 @@ static sched *build(int n, int alltoall, int spread, uint64_t bytes)
     int steps = alltoall ? 1 : 2 * (n - 1);
     size_t nx = alltoall ? (size_t)n * (size_t)(n - 1) : (size_t)n * (size_t)steps;
     s->n = n;
+    s->spread = spread;
     s->step0 = perf_xmalloc((size_t)(n + 1) * sizeof *s->step0);
     for (int r = 0; r <= n; r++)
         s->step0[r] = r * steps;
@@ -74,33 +87,59 @@ static sched *build(int n, int alltoall, int spread, uint64_t bytes)
     s->entry = calloc((size_t)n, sizeof *s->entry);
     s->start = perf_xmalloc((size_t)(n * steps) * sizeof *s->start);
     s->end = perf_xmalloc((size_t)n * sizeof *s->end);
+    s->bps = perf_xmalloc((size_t)n * sizeof *s->bps);
     s->x = perf_xmalloc(nx * sizeof *s->x);
-    s->hops = perf_xmalloc(4 * nx * sizeof *s->hops);
+    s->hops = perf_xmalloc(4 * (size_t)n * (size_t)n * sizeof *s->hops);
+    s->end0 = perf_xmalloc(((size_t)n * (size_t)steps + 1) * sizeof *s->end0);
+    s->ends = perf_xmalloc(2 * nx * sizeof *s->ends);
     if (!s->compute || !s->entry) {
         fprintf(stderr, "vreplay_perf: out of memory\n");
         exit(1);
     }
+    for (int r = 0; r < n; r++)
+        s->bps[r] = 10000000000ull;
     s->nx = 0;
     for (int p = 0; p < n; p++) {
         if (alltoall) {
             for (int j = 0; j < n; j++)
                 if (j != p)
-                    add(s, p, 0, j, 0, 0, bytes / (uint64_t)n, spread);
+                    add(s, p, 0, j, 0, bytes / (uint64_t)n);
         } else {
             for (int k = 0; k < steps; k++)
-                add(s, p, k, (p + 1) % n, k, (uint64_t)k, bytes / (uint64_t)n, spread);
+                add(s, p, k, (p + 1) % n, k, bytes / (uint64_t)n);
         }
     }
+    /* The replay's input: each step's ends, its sends then its receives. */
+    size_t ne = 0;
+    for (int p = 0; p < n; p++)
+        for (int k = 0; k < steps; k++) {
+            s->end0[p * steps + k] = (int)ne;
+            if (alltoall) {
+                for (int j = 0; j < n; j++)
+                    if (j != p)
+                        s->ends[ne++] = (occl_vstep_end){.peer = j, .send = true, .bytes = bytes / (uint64_t)n};
+                for (int j = 0; j < n; j++)
+                    if (j != p)
+                        s->ends[ne++] = (occl_vstep_end){.peer = j, .bytes = bytes / (uint64_t)n};
+            } else {
+                s->ends[ne++] = (occl_vstep_end){.peer = (p + 1) % n, .send = true, .bytes = bytes / (uint64_t)n};
+                s->ends[ne++] = (occl_vstep_end){.peer = (p + n - 1) % n, .bytes = bytes / (uint64_t)n};
+            }
+        }
+    s->end0[n * steps] = (int)ne;
     return s;
 }
 
 static void sched_free(sched *s)
 {
     free(s->step0);
+    free(s->end0);
+    free(s->ends);
     free(s->compute);
     free(s->entry);
     free(s->start);
     free(s->end);
+    free(s->bps);
     free(s->x);
     free(s->hops);
     free(s);
@@ -114,13 +153,16 @@ static uint64_t slowest(const sched *s)
     return m;
 }
 
+/* vcost.c's replay, as every collective's model runs it. */
 static long run_replay(void *ctx, long count, double deadline)
 {
     (void)deadline;
     sched *s = ctx;
+    occl_vsystem sys = {.nranks = s->n, .path = path, .ctx = s, .rails = 1};
+    occl_vsteps st = {.nranks = s->n, .step0 = s->step0, .end0 = s->end0, .ends = s->ends, .compute = s->compute};
     for (long i = 0; i < count; i++) {
-        occl_vreplay r = {s->n, s->step0, s->compute, s->entry, s->x, s->nx, s->start, s->end};
-        if (occl_vreplay_run(&r) != OCCL_VREPLAY_OK) {
+        if (occl_vmodel_replay_steps(&sys, &st, OCCL_PFAM_NVLS, OCCL_PROTO_SIMPLE, s->entry, s->bps, NULL,
+                                     s->end) != OCCL_VSTEPS_OK) {
             fprintf(stderr, "vreplay_perf: the replay failed\n");
             exit(1);
         }
@@ -166,7 +208,7 @@ static long run_sweep(void *ctx, long count, double deadline)
                     int st = cur[r];
                     int ready = 1;
                     for (size_t i = first[st]; i < first[st + 1] && ready; i++) {
-                        const occl_vxfer *x = &s->x[list[i]];
+                        const xfer_t *x = &s->x[list[i]];
                         int other = x->src_step == st ? x->dst_step : x->src_step;
                         int owner = x->src_step == st ? x->dst : x->src;
                         ready = cur[owner] >= other;
@@ -175,7 +217,7 @@ static long run_sweep(void *ctx, long count, double deadline)
                         break;
                     uint64_t end = s->start[st];
                     for (size_t i = first[st]; i < first[st + 1]; i++) {
-                        const occl_vxfer *x = &s->x[list[i]];
+                        const xfer_t *x = &s->x[list[i]];
                         uint64_t go = s->start[x->src_step] > s->start[x->dst_step] ? s->start[x->src_step]
                                                                                     : s->start[x->dst_step];
                         uint64_t e = go + x->path.latency_ns + or_vclock_bytes_ns(x->bytes, x->path.bytes_per_s);

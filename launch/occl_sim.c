@@ -234,7 +234,9 @@ static void job_build(job *j)
 static occl_vsystem job_system(job *j)
 {
     return (occl_vsystem){.nranks = j->n, .ring = j->ring, .node_first = j->node_first,
-                          .nnodes = j->nnodes, .trees = j->trees, .path = topo_path, .ctx = j};
+                          .nnodes = j->nnodes, .trees = j->trees, .path = topo_path, .ctx = j,
+                          /* as a real run spreads traffic between nodes over the NICs (vcost.c) */
+                          .rails = occl_vsystem_rails(j->topo, j->dev, j->ring, j->node_first, j->nnodes)};
 }
 
 /* ---- calls ----------------------------------------------------------------------------- */

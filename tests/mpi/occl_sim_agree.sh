@@ -80,6 +80,11 @@ OCCL_ALGO=hierarchical,tree case_ "8 ranks, hierarchical or tree" "$eight" 8 1 s
 OCCL_ALGO=nvls case_ "4 ranks of dgx-h100, nvls in the switch" dgx-h100 4 1 packed h100 \
     allreduce:256 allreduce:262144 allreduce:4194304
 
+# Boxes of 8 NICs, 2 ranks in each: a real run spreads the traffic between
+# the nodes over 2 rails (vcost.c's occl_vsystem_rails), and so must occl-sim.
+case_ "4 ranks spread over 2 boxes of dgx-h100x2, 2 rails" dgx-h100x2 4 1 spread h100 \
+    allreduce:16777216 allreduce:1024 allgather:1048576 reduce:4194304:1 broadcast:4194304:2
+
 # occl_perf's rows: 4 processes x 2 devices, warm-up and timed calls, out of
 # place then in place, sizes 4 KiB to 4 MiB.
 if timeout --kill-after=10 300 mpiexec -n 4 env OPENREG_DEVICES=2 OPENREG_TOPO="$eight" \

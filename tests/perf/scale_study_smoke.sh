@@ -13,22 +13,7 @@ study=$srcdir/scripts/occl_sim_scale_study.sh
 report=$srcdir/scripts/occl_sim_scale_report.py
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/scale_study_smoke.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-expect() { # STATUS PATTERN -- command...
-    want=$1 pattern=$2
-    shift 3
-    "$@" >"$tmp/out" 2>&1
-    got=$?
-    if [ "$got" -eq "$want" ] && grep -Eq -- "$pattern" "$tmp/out"; then
-        ok
-    else
-        fail "$* (exit $got, expected $want; wanted '$pattern')"
-        sed 's/^/  | /' "$tmp/out" >&2
-    fi
-}
+. "$srcdir/tests/expect.sh"
 
 if SIZES="1M 64M" RING_MAX=64 sh "$study" "$tmp/s" 64 128 >"$tmp/log" 2>&1; then
     ok

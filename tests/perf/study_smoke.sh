@@ -12,22 +12,7 @@ report=$srcdir/scripts/study_report.py
 unset OPENREG_TOPO OPENREG_PLACEMENT OPENREG_RANKS_PER_NODE OPENREG_DEVICES OCCL_ALGO
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/study_smoke.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-expect() { # STATUS PATTERN -- command...
-    want=$1 pattern=$2
-    shift 3
-    "$@" >"$tmp/out" 2>&1
-    got=$?
-    if [ "$got" -eq "$want" ] && grep -Eq -- "$pattern" "$tmp/out"; then
-        ok
-    else
-        fail "$* (exit $got, expected $want; wanted '$pattern')"
-        sed 's/^/  | /' "$tmp/out" >&2
-    fi
-}
+. "$srcdir/tests/expect.sh"
 
 # The study itself, 1 KiB to 16 KiB: 2 placements x 4 algorithms x 3 sizes.
 if sh "$study" --build . --out "$tmp/st" --min 1K --max 16K >"$tmp/log" 2>&1; then

@@ -4,24 +4,11 @@
 # job that does not fit or a bad topology stops orrun before mpiexec starts.
 # Run from the build directory ('make check'); ORRUN names the program.
 ORRUN=${ORRUN:-./launch/orrun}
+srcdir=${srcdir:-$(dirname "$0")/../..}
 unset OPENREG_TOPO OPENREG_PLACEMENT OPENREG_RANKS_PER_NODE OPENREG_DEVICES
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrun_topo.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-expect() { # STATUS PATTERN -- command...
-    want=$1 pattern=$2
-    shift 3
-    "$@" >"$tmp/out" 2>&1
-    got=$?
-    if [ "$got" -eq "$want" ] && grep -Eq -- "$pattern" "$tmp/out"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL: $* (exit $got, expected $want; wanted '$pattern')" >&2
-        sed 's/^/  | /' "$tmp/out" >&2
-    fi
-}
+. "$srcdir/tests/expect.sh"
 # A stand-in mpiexec that shows what reached it: the launch itself works.
 cat > "$tmp/mpiexec" <<'SH'
 #!/bin/sh
@@ -50,7 +37,6 @@ if grep -q '^mpiexec' "$tmp/out"; then failed=$((failed + 1)); echo "FAIL: mpiex
 # --placement FILE: the dry run shows the file's mapping, the ranks get its
 # absolute name, and every problem in it stops orrun before mpiexec (exit 1,
 # with the file, line and column), as a job that does not fit does.
-srcdir=${srcdir:-$(dirname "$0")/../..}
 pl=$srcdir/tests/topology/placement
 good=$pl/good/nodes2x4-4x2.txt
 expect 0 'placement file .*nodes2x4-4x2.txt' -- "$ORRUN" -n 4 -d 2 --topo "nodes:2 devices:4" --placement "$good" --dry-run -- ./prog

@@ -99,6 +99,7 @@ typedef struct {
     const int *dev; /* topology device of each member */
     int m, cycle;
     int *cur, *best, *used, *nbr; /* nbr: m*m, each member's others best first */
+    ot_cost *cost;                /* m*m: the hop from member i to j, asked once */
     ot_cost best_cost;
     long steps;
     int found;
@@ -113,7 +114,7 @@ static void dfs(ot_ring_search *s, int depth, ot_cost so_far)
     if (depth == s->m) {
         ot_cost c = so_far;
         if (s->cycle && s->m > 1) {
-            ot_cost close = hop_cost(s->t, s->dev[s->cur[s->m - 1]], s->dev[s->cur[0]]);
+            ot_cost close = s->cost[s->cur[s->m - 1] * s->m + s->cur[0]];
             c.bw = fmin(c.bw, close.bw);
             c.lat += close.lat;
         }
@@ -129,7 +130,7 @@ static void dfs(ot_ring_search *s, int depth, ot_cost so_far)
         int next = s->nbr[last * s->m + k];
         if (s->used[next])
             continue;
-        ot_cost h = hop_cost(s->t, s->dev[last], s->dev[next]);
+        ot_cost h = s->cost[last * s->m + next];
         ot_cost c = {fmin(so_far.bw, h.bw), so_far.lat + h.lat};
         s->used[next] = 1;
         s->cur[depth] = next;
@@ -144,8 +145,8 @@ static int sort_from;
 static int nbr_cmp(const void *pa, const void *pb)
 {
     int a = *(const int *)pa, b = *(const int *)pb;
-    ot_cost ca = hop_cost(sort_ctx->t, sort_ctx->dev[sort_from], sort_ctx->dev[a]);
-    ot_cost cb = hop_cost(sort_ctx->t, sort_ctx->dev[sort_from], sort_ctx->dev[b]);
+    ot_cost ca = sort_ctx->cost[sort_from * sort_ctx->m + a];
+    ot_cost cb = sort_ctx->cost[sort_from * sort_ctx->m + b];
     if (cost_better(ca, cb))
         return -1;
     if (cost_better(cb, ca))
@@ -165,17 +166,25 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
     s.best = malloc(sizeof *s.best * (size_t)m);
     s.used = calloc((size_t)m, sizeof *s.used);
     s.nbr = malloc(sizeof *s.nbr * (size_t)m * (size_t)m);
-    if (!dev || !s.cur || !s.best || !s.used || !s.nbr) {
+    s.cost = malloc(sizeof *s.cost * (size_t)m * (size_t)m);
+    if (!dev || !s.cur || !s.best || !s.used || !s.nbr || !s.cost) {
         free(dev);
         free(s.cur);
         free(s.best);
         free(s.used);
         free(s.nbr);
+        free(s.cost);
         return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
     }
     for (int i = 0; i < m; i++)
         dev[i] = devices[members[i]];
     s.dev = dev;
+    /* The search revisits each hop many times: a matrix, not a path lookup
+     * per visit. */
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++)
+            if (j != i)
+                s.cost[i * m + j] = hop_cost(t, dev[i], dev[j]);
     /* qsort has no context argument in C11: a file-scope pointer, set and
      * used only inside this call. */
     sort_ctx = &s;
@@ -208,6 +217,7 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
     free(s.best);
     free(s.used);
     free(s.nbr);
+    free(s.cost);
     return copy ? OR_TOPO_OK : ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
 }
 

@@ -155,8 +155,63 @@ static int nbr_cmp(const void *pa, const void *pb)
 }
 
 /* Order members[0..m) (topology devices dev[members[i]]) in place. */
+/* The orders already searched, by their hop costs: the search depends on
+ * nothing else (m, cycle, the cost matrix), so a node whose members' costs
+ * equal an earlier node's, bit for bit - every box of a uniform cluster -
+ * takes the earlier order instead of searching again. */
+#define RING_MEMO 16
+#define RING_MEMO_MAX_M 64 /* a kept matrix is at most 64 KiB */
+typedef struct {
+    int n;
+    struct {
+        int m, cycle;
+        ot_cost *cost;
+        int *best;
+    } e[RING_MEMO];
+} ot_ring_memo;
+
+static void memo_free(ot_ring_memo *memo)
+{
+    for (int i = 0; i < memo->n; i++) {
+        free(memo->e[i].cost);
+        free(memo->e[i].best);
+    }
+    memo->n = 0;
+}
+
+static const int *memo_find(const ot_ring_memo *memo, int m, int cycle, const ot_cost *cost)
+{
+    for (int i = 0; i < memo->n; i++)
+        if (memo->e[i].m == m && memo->e[i].cycle == cycle &&
+            memcmp(memo->e[i].cost, cost, sizeof *cost * (size_t)m * (size_t)m) == 0)
+            return memo->e[i].best;
+    return NULL;
+}
+
+/* Keep a copy (or nothing when full, too large or out of memory: only speed
+ * is lost). */
+static void memo_add(ot_ring_memo *memo, int m, int cycle, const ot_cost *cost, const int *best)
+{
+    if (memo->n == RING_MEMO || m > RING_MEMO_MAX_M)
+        return;
+    ot_cost *c = malloc(sizeof *c * (size_t)m * (size_t)m);
+    int *b = malloc(sizeof *b * (size_t)m);
+    if (!c || !b) {
+        free(c);
+        free(b);
+        return;
+    }
+    memcpy(c, cost, sizeof *c * (size_t)m * (size_t)m);
+    memcpy(b, best, sizeof *b * (size_t)m);
+    memo->e[memo->n].m = m;
+    memo->e[memo->n].cycle = cycle;
+    memo->e[memo->n].cost = c;
+    memo->e[memo->n].best = b;
+    memo->n++;
+}
+
 static or_topo_status order_node(const or_topo *t, const int *devices, int *members, int m,
-                                 int cycle, or_topo_error *err)
+                                 int cycle, ot_ring_memo *memo, or_topo_error *err)
 {
     if (m <= 2)
         return OR_TOPO_OK;
@@ -183,8 +238,12 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
      * per visit. */
     for (int i = 0; i < m; i++)
         for (int j = 0; j < m; j++)
-            if (j != i)
-                s.cost[i * m + j] = hop_cost(t, dev[i], dev[j]);
+            s.cost[i * m + j] = j != i ? hop_cost(t, dev[i], dev[j]) : (ot_cost){0, 0};
+    const int *known = memo_find(memo, m, cycle, s.cost);
+    if (known) {
+        memcpy(s.best, known, sizeof *s.best * (size_t)m);
+        goto order;
+    }
     /* qsort has no context argument in C11: a file-scope pointer, set and
      * used only inside this call. */
     sort_ctx = &s;
@@ -205,6 +264,8 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
         dfs(&s, 1, (ot_cost){INFINITY, 0});
         s.used[first] = 0;
     }
+    memo_add(memo, m, cycle, s.cost, s.best);
+order:;
     int *copy = malloc(sizeof *copy * (size_t)m);
     if (copy) {
         for (int i = 0; i < m; i++)
@@ -285,9 +346,11 @@ static or_topo_status build_ring(const or_topo *t, const int *devices, int n, in
         free(gstart);
         return err ? err->code : OR_TOPO_ERR_NOMEM;
     }
+    ot_ring_memo memo = {0};
     for (int g = 0; g < ngroups && rc == OR_TOPO_OK; g++)
         rc = order_node(t, devices, order + gstart[g], gstart[g + 1] - gstart[g], ngroups == 1,
-                        err);
+                        &memo, err);
+    memo_free(&memo);
     if (rc != OR_TOPO_OK || !gstart_out) {
         free(gstart);
     } else {

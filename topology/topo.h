@@ -6,8 +6,8 @@
  * every function here is unit-tested as a pure function. A topology is built
  * from a preset name, a one-line synthetic string or an XML file (this
  * project's format or NCCL's NCCL_TOPO_DUMP_FILE format), validated, and then
- * immutable. The paths from a device are computed the first time they are
- * asked for and kept; threads may read a topology concurrently.
+ * immutable. A device pair's path is computed the first time it is asked
+ * for and kept; threads may read a topology concurrently.
  *
  * Units everywhere: bandwidth in bytes per second (per direction of a link),
  * latency in nanoseconds. Errors: a status code plus an or_topo_error naming
@@ -47,8 +47,8 @@ typedef enum {
 
 /* Longest accepted id or name, and the most devices and links a topology
  * may hold: a cluster of 16 384 devices (2 048 eight-device boxes with
- * their switches and NICs); paths are computed per source device on demand,
- * so the limits bound building, not the paths. */
+ * their switches and NICs); paths are computed per pair on demand, so the
+ * limits bound building, not the paths. */
 #define OR_TOPO_MAX_ID 128
 #define OR_TOPO_MAX_DEVICES 16384
 /* The most devices one node (a synthetic node, a fullN, ringN, switchN or
@@ -175,8 +175,8 @@ or_topo_vertex_info or_topo_vertex(const or_topo *topo, int vertex);
 int or_topo_link_count(const or_topo *topo);
 or_topo_link_info or_topo_link(const or_topo *topo, int link);
 /* The path from device src to device dst (src == dst: LOC, no hops); NULL if
- * either is out of range, or out of memory computing src's paths. The path
- * lives as long as the topology. */
+ * either is out of range, or out of memory computing it. The path lives as
+ * long as the topology. */
 const or_topo_path *or_topo_path_between(const or_topo *topo, int src, int dst);
 /* The path from a device to the nearest CPU of its node (host copies); NULL if
  * the node has no CPU or the device is out of range. */

@@ -33,7 +33,8 @@ typedef struct ot_link {
     int line;
 } ot_link;
 
-typedef struct ot_row ot_row;
+typedef struct ot_pair ot_pair;
+typedef struct ot_scratch ot_scratch;
 
 typedef struct ot_idmap {
     char **keys;
@@ -62,8 +63,13 @@ struct or_topo {
     int *dev_vertex;           /* device index -> vertex */
     int *node_first, *node_ndev;
     int *adj_off, *adj;        /* vertex -> incident link indices (CSR) */
-    /* The paths from each device, computed on first use (topo.c). */
-    struct ot_row *_Atomic *rows;
+    /* The paths asked for, each computed on first use and kept (topo.c):
+     * device pairs in a hash of npair_buckets lists, host paths per device;
+     * and one spare search scratch. */
+    ot_pair *_Atomic *pairs;
+    size_t npair_buckets;
+    ot_pair *_Atomic *hosts;
+    ot_scratch *_Atomic spare;
 };
 
 /* Set *err (if any) and return code. line/column 0 = unknown. */
@@ -92,6 +98,16 @@ or_topo_status ot_add_link(or_topo *t, int a, int b, or_topo_link_kind kind, dou
  * the topology is read-only. On failure the topology is still freed by the
  * caller. */
 or_topo_status ot_finish(or_topo *t, or_topo_error *err);
+
+/* The path table's setup and teardown (topo.c). */
+or_topo_status ot_paths_init(or_topo *t);
+void ot_paths_free(or_topo *t);
+/* Device d's paths by whole-fabric searches, the definition the per-pair
+ * paths of or_topo_path_between follow (for tests): paths[0 .. ndevs) to
+ * every device, paths[ndevs] to its host (nhops 0: none). *pool holds their
+ * hops; the caller frees it. 0, or -1 when out of memory or d is out of
+ * range. */
+int ot_path_full_row(const or_topo *t, int d, or_topo_path *paths, int **pool);
 
 /* Quantities with units (topology/units.c). The whole of text must be one
  * quantity, e.g. "300GB/s", "25Gb/s", "1.5us". Returns 0, or -1 with a

@@ -30,7 +30,8 @@ enum {
     NSRC = 2 * K + 2 + BIG / SLOT /* source slots on rank 0 */
 };
 
-static int value(int tag, int i) { return tag * 1000003 + i; }
+/* Distinct per (tag, i) while i < 100003; the largest tag keeps it inside an int. */
+static int value(int tag, int i) { return tag * 100003 + i; }
 
 typedef struct {
     int *p;

@@ -302,6 +302,8 @@ struct occlComm {
         size_t count;
         /* each candidate's completion per protocol, UINT64_MAX: not one */
         uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS];
+        /* a candidate not replayed: its floor (above the pick); else 0 */
+        uint64_t floor_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS];
     } plan_cache[OCCL_PLAN_CACHE];
     int plan_next; /* the entry the next new shape replaces */
     /* NCCL tuner and profiler plugins this communicator uses, or NULL
@@ -594,6 +596,9 @@ uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t 
 /* The same with protocol proto (occl_vcost_estimate: Simple). */
 uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
                                    const uint64_t *bps);
+/* A time the replay of c with algo and proto cannot beat, 0 if none is
+ * known (occl_vmodel_lower_bound on the communicator's system). */
+uint64_t occl_vcost_lower_bound(const occl_call *c, occl_algo algo, occl_proto proto);
 /* occlGroupSimulateEnd: charge calls[0..n) of one communicator as
  * occl_vrun would, without running them or talking to the peers: clocks[r]
  * is rank r's virtual clock (ns), moved to its end of the calls. Each

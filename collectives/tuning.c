@@ -279,19 +279,25 @@ static struct occl_plan_entry *plan_slot(occlComm_t comm, const occl_call *c, in
     return e;
 }
 
-/* The candidate pair (algorithm, protocol) with the smallest replayed
- * completion (every rank entering at 0), as NCCL takes the pair of least
- * predicted time; the first in enum order (algorithm, then LL, LL128,
- * Simple) on a tie. The replay depends only on what every rank holds alike
- * (the call, the ring and nodes, the ranks' devices and the bandwidths
- * exchanged with the entry clocks), so every rank picks the same. */
-/* A candidate's replayed completion, every rank entering at 0. */
-typedef uint64_t (*plan_estimator)(const void *ctx, const occl_call *c, occl_algo a, occl_proto p);
+/* How the planner prices a candidate (algorithm, protocol): its replayed
+ * completion, every rank entering at 0, and optionally a floor no replay of
+ * it can beat (0: none known). */
+typedef struct plan_model {
+    uint64_t (*estimate)(const void *ctx, const occl_call *c, occl_algo a, occl_proto p);
+    uint64_t (*bound)(const void *ctx, const occl_call *c, occl_algo a, occl_proto p); /* NULL: none */
+    const void *ctx;
+} plan_model;
 
 static uint64_t comm_estimate(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
 {
     (void)ctx;
     return occl_vcost_estimate_proto(c, a, p, c->comm->vbps);
+}
+
+static uint64_t comm_bound(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
+{
+    (void)ctx;
+    return occl_vcost_lower_bound(c, a, p);
 }
 
 typedef struct system_ctx {
@@ -305,27 +311,61 @@ static uint64_t system_estimate(const void *ctx, const occl_call *c, occl_algo a
     return occl_vmodel_time(x->s, c, a, p, x->bps);
 }
 
-static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned pmask,
-                                   struct occl_plan_entry *e, plan_estimator estimate,
-                                   const void *ctx)
+static uint64_t system_bound(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
 {
-    occl_choice pick = {OCCL_NUM_ALGOS, OCCL_PROTO_SIMPLE};
-    uint64_t best = UINT64_MAX;
-    bool modelled = true;
+    const system_ctx *x = ctx;
+    return occl_vmodel_lower_bound(x->s, c, a, p);
+}
+
+/* The candidate pair (algorithm, protocol) with the smallest replayed
+ * completion (every rank entering at 0), as NCCL takes the pair of least
+ * predicted time; the first in enum order (algorithm, then LL, LL128,
+ * Simple) on a tie. The replay depends only on what every rank holds alike
+ * (the call, the ring and nodes, the ranks' devices and the bandwidths
+ * exchanged with the entry clocks), so every rank picks the same.
+ * Candidates are replayed in the order of their floors (m->bound), and one
+ * whose floor is above the best completion so far is not replayed: it
+ * cannot win, and a ring all-reduce on thousands of ranks is millions of
+ * transfers. Its floor is kept in e->floor_ns for the log. */
+static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned pmask,
+                                   struct occl_plan_entry *e, const plan_model *m)
+{
+    struct { int a, p; uint64_t floor; } order[OCCL_PLAN_MAX_ALGOS * OCCL_NUM_PROTOS];
+    int n = 0;
     for (int a = 0; a < OCCL_PLAN_MAX_ALGOS; a++)
         for (int p = 0; p < OCCL_NUM_PROTOS; p++) {
             e->est_ns[a][p] = UINT64_MAX;
+            e->floor_ns[a][p] = 0;
             if (a >= OCCL_NUM_ALGOS || !(cand & (1u << a)) || !(pmask & (1u << p)) ||
                 !occl_proto_supported(occl_vmodel_family(c->coll, (occl_algo)a), (occl_proto)p))
                 continue;
-            e->est_ns[a][p] = estimate(ctx, c, (occl_algo)a, (occl_proto)p);
-            if (e->est_ns[a][p] == UINT64_MAX) {
-                modelled = false;
-            } else if (pick.algo == OCCL_NUM_ALGOS || e->est_ns[a][p] < best) {
-                best = e->est_ns[a][p];
-                pick = (occl_choice){(occl_algo)a, (occl_proto)p};
-            }
+            uint64_t floor = m->bound ? m->bound(m->ctx, c, (occl_algo)a, (occl_proto)p) : 0;
+            int i = n++; /* insertion: by floor, enum order among equals */
+            for (; i > 0 && order[i - 1].floor > floor; i--)
+                order[i] = order[i - 1];
+            order[i].a = a;
+            order[i].p = p;
+            order[i].floor = floor;
         }
+    occl_choice pick = {OCCL_NUM_ALGOS, OCCL_PROTO_SIMPLE};
+    uint64_t best = UINT64_MAX;
+    bool modelled = true;
+    for (int i = 0; i < n; i++) {
+        int a = order[i].a, p = order[i].p;
+        if (pick.algo != OCCL_NUM_ALGOS && order[i].floor > best) {
+            e->floor_ns[a][p] = order[i].floor;
+            continue;
+        }
+        uint64_t t = m->estimate(m->ctx, c, (occl_algo)a, (occl_proto)p);
+        e->est_ns[a][p] = t;
+        if (t == UINT64_MAX) {
+            modelled = false;
+        } else if (pick.algo == OCCL_NUM_ALGOS || t < best ||
+                   (t == best && a * OCCL_NUM_PROTOS + p < (int)pick.algo * OCCL_NUM_PROTOS + (int)pick.proto)) {
+            best = t;
+            pick = (occl_choice){(occl_algo)a, (occl_proto)p};
+        }
+    }
     if (pick.algo == OCCL_NUM_ALGOS) /* nothing modelled: the first candidate */
         for (int a = OCCL_NUM_ALGOS - 1; a >= 0; a--)
             if (cand & (1u << a))
@@ -342,18 +382,21 @@ static occl_choice plan_from_model(const occl_call *c, unsigned cand, unsigned p
     return pick;
 }
 
-/* "ring/LL 12 ns, ring/Simple 15 ns" for the log. */
+/* "ring/LL 12 ns, ring/Simple 15 ns, ring/LL128 > 20 ns" for the log (">":
+ * not replayed, its floor above the pick). */
 static void format_estimates(const struct occl_plan_entry *e, char *buf, size_t size)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (int a = 0; a < OCCL_NUM_ALGOS && len < size; a++)
         for (int p = 0; p < OCCL_NUM_PROTOS && len < size; p++) {
-            if (e->est_ns[a][p] == UINT64_MAX)
+            bool replayed = e->est_ns[a][p] != UINT64_MAX;
+            if (!replayed && !e->floor_ns[a][p])
                 continue;
-            int w = snprintf(buf + len, size - len, "%s%s/%s %llu ns", len ? ", " : "",
+            int w = snprintf(buf + len, size - len, "%s%s/%s %s%llu ns", len ? ", " : "",
                              occl_algo_name((occl_algo)a), occl_proto_name((occl_proto)p),
-                             (unsigned long long)e->est_ns[a][p]);
+                             replayed ? "" : "> ",
+                             (unsigned long long)(replayed ? e->est_ns[a][p] : e->floor_ns[a][p]));
             if (w < 0)
                 return;
             len += (size_t)w;
@@ -412,8 +455,9 @@ static occl_algo plan_formulas(const plan_view *view, const occl_call *c, unsign
     return pick;
 }
 
-occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps,
-                             uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS])
+occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps, bool replay_all,
+                             uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS],
+                             uint64_t floor_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS])
 {
     pthread_once(&proto_once, parse_proto_env);
     unsigned pmask = proto_allowed[c->coll];
@@ -430,10 +474,13 @@ occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const ui
      * is a choice to make. */
     if (cand && ((cand & (cand - 1)) || (pmask & (pmask - 1)))) {
         system_ctx ctx = {s, bps};
-        choice = plan_from_model(c, cand, pmask, &e, system_estimate, &ctx);
+        plan_model m = {system_estimate, replay_all ? NULL : system_bound, &ctx};
+        choice = plan_from_model(c, cand, pmask, &e, &m);
     }
     if (est_ns)
         memcpy(est_ns, e.est_ns, sizeof e.est_ns);
+    if (floor_ns)
+        memcpy(floor_ns, e.floor_ns, sizeof e.floor_ns);
     return choice;
 }
 
@@ -475,10 +522,13 @@ occl_choice occl_plan_choice(const occl_call *c)
     struct occl_plan_entry *e = NULL;
     bool cached = false;
     if (comm->vbps && cand && ((cand & (cand - 1)) || (pmask & (pmask - 1)))) {
+        /* An NCCL tuner plugin is shown every candidate's replayed time:
+         * none is left out for its floor. */
+        plan_model m = {comm_estimate, comm->tuner ? NULL : comm_bound, NULL};
         e = plan_slot(comm, c, c->coll == OCCL_COLL_REDUCE ? c->root : -1);
         cached = e->used;
         choice = cached ? (occl_choice){(occl_algo)e->algo, (occl_proto)e->proto}
-                        : plan_from_model(c, cand, pmask, e, comm_estimate, NULL);
+                        : plan_from_model(c, cand, pmask, e, &m);
         pick = choice.algo;
     }
     if (comm->tuner) { /* an NCCL tuner plugin has the last word (tuner.c) */
@@ -500,7 +550,7 @@ occl_choice occl_plan_choice(const occl_call *c)
                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), (double)(now_ns() - t0) / 1e3,
                  !e ? "cost formulas" : cached ? "virtual-time model, cached" : "virtual-time model, replayed");
     if (e && occl_log_threshold >= OCCL_LOG_INFO) {
-        char est[40 * OCCL_NUM_ALGOS * OCCL_NUM_PROTOS];
+        char est[56 * OCCL_NUM_ALGOS * OCCL_NUM_PROTOS];
         format_estimates(e, est, sizeof est);
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes (virtual-time model: %s): %s/%s",
                   comm->rank, occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,

@@ -1007,6 +1007,91 @@ static bool model_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo
     return ok;
 }
 
+/* Link loads of a floor: the wire time every transfer crossing a link
+ * holds it for, summed, and the least latency among them. */
+typedef struct vload {
+    uint64_t key, busy, lat;
+    bool used;
+} vload;
+
+static vload *load_slot(vload *t, size_t cap, uint64_t key)
+{
+    size_t i = pair_slot((int)(key >> 32), (int)(uint32_t)key, cap);
+    while (t[i].used && t[i].key != key)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static uint64_t sat_u64(unsigned __int128 t) { return t > UINT64_MAX / 4 ? UINT64_MAX / 4 : (uint64_t)t; }
+
+/* A ring all-reduce's floor (occl_vmodel_lower_bound), the larger of two:
+ * - a rank's chain: its step i cannot start before its step i-1 ended, and
+ *   its send of step i ends no earlier than the step's start + the path's
+ *   latency + the chunk's wire time (the replay's slot is never before the
+ *   transfer is ready, and a reduction only adds);
+ * - a link's load: the replay gives each transfer the link alone for its
+ *   wire time, so the last of them ends no earlier than their sum + its
+ *   latency.
+ * Rank p's 2(n-1) sends carry every chunk twice but chunk p+1 (reduce-
+ * scatter) and p+2 (all-gather), and the chunks have two sizes only, so
+ * each rank's wire time is O(1) once its path is known. */
+static uint64_t ring_allreduce_floor(const occl_vsystem *s, const occl_call *c, occl_proto proto)
+{
+    int n = s->nranks;
+    size_t es = occl_type_size(c->type);
+    uint64_t small = (uint64_t)(c->count / (size_t)n) * es, big = small + es;
+    uint64_t nbig = c->count % (size_t)n, nsmall = (uint64_t)n - nbig;
+    vsim v = {.sys = s, .n = n, .proto = proto, .fam = OCCL_PFAM_RING,
+              .spread = spreads(c->coll, OCCL_ALGO_RING)};
+    size_t cap = 64;
+    while (cap < (size_t)n * 16)
+        cap *= 2;
+    vload *loads = calloc(cap, sizeof *loads); /* NULL: the chains only */
+    size_t nloads = 0;
+    uint64_t floor = 0;
+    for (int p = 0; p < n; p++) {
+        vpair P = {.src = s->ring[p], .dst = s->ring[(p + 1) % n]};
+        pair_path(&v, &P);
+        uint64_t b_small = or_vclock_bytes_ns(
+                     occl_proto_wire_bytes(v.fam, proto, P.hw, n, P.sharp, small), P.path.bytes_per_s),
+                 b_big = or_vclock_bytes_ns(occl_proto_wire_bytes(v.fam, proto, P.hw, n, P.sharp, big),
+                                            P.path.bytes_per_s);
+        unsigned __int128 wire = (unsigned __int128)2 * (nsmall * b_small + (nbig ? nbig * b_big : 0));
+        for (int k = 1; k <= 2; k++) /* the two chunks p sends once only */
+            wire -= chunk(c->count, (p + k) % n, n, es) == big ? b_big : b_small;
+        uint64_t busy = sat_u64(wire), lat = P.path.latency_ns;
+        floor = max_u64(floor, sat_u64((unsigned __int128)2 * (n - 1) * lat + busy));
+        for (int i = 0; loads && i < or_vpath_nlinks(&P.path); i++) {
+            vload *L = load_slot(loads, cap, or_vpath_link(&P.path, i));
+            if (!L->used) {
+                if (2 * ++nloads > cap) { /* full: keep the chains */
+                    free(loads);
+                    loads = NULL;
+                    break;
+                }
+                *L = (vload){or_vpath_link(&P.path, i), 0, lat, true};
+            }
+            L->busy = add_sat(L->busy, busy);
+            L->lat = L->lat < lat ? L->lat : lat;
+        }
+    }
+    for (size_t i = 0; loads && i < cap; i++)
+        if (loads[i].used)
+            floor = max_u64(floor, add_sat(loads[i].busy, loads[i].lat));
+    free(loads);
+    return floor;
+}
+
+uint64_t occl_vmodel_lower_bound(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto)
+{
+    occl_pfam fam = occl_vmodel_family(c->coll, algo);
+    if (s->nranks < 2 || !c->count || !occl_proto_supported(fam, proto))
+        return 0;
+    if (c->coll == OCCL_COLL_ALLREDUCE && algo == OCCL_ALGO_RING)
+        return add_sat(ring_allreduce_floor(s, c, proto), occl_proto_base_ns(fam, proto));
+    return 0;
+}
+
 uint64_t occl_vmodel_time(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
                           const uint64_t *bps)
 {
@@ -1080,18 +1165,34 @@ static uint64_t collective_end(occlComm_t comm, const occl_call *c, occl_algo al
     return mine;
 }
 
+/* The communicator's ranks' global devices, or NULL (out of memory). */
+static int *comm_gdev(occlComm_t comm)
+{
+    int *gdev = malloc((size_t)comm->nranks * sizeof *gdev);
+    for (int j = 0; gdev && j < comm->nranks; j++)
+        gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
+    return gdev;
+}
+
 uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
                                    const uint64_t *bps)
 {
-    occlComm_t comm = c->comm;
-    int n = comm->nranks;
-    int *gdev = malloc((size_t)n * sizeof *gdev);
+    int *gdev = comm_gdev(c->comm);
     if (!gdev)
         return UINT64_MAX;
-    for (int j = 0; j < n; j++)
-        gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
-    occl_vsystem s = comm_system(comm, gdev);
+    occl_vsystem s = comm_system(c->comm, gdev);
     uint64_t t = occl_vmodel_time(&s, c, algo, proto, bps);
+    free(gdev);
+    return t;
+}
+
+uint64_t occl_vcost_lower_bound(const occl_call *c, occl_algo algo, occl_proto proto)
+{
+    int *gdev = comm_gdev(c->comm);
+    if (!gdev)
+        return 0;
+    occl_vsystem s = comm_system(c->comm, gdev);
+    uint64_t t = occl_vmodel_lower_bound(&s, c, algo, proto);
     free(gdev);
     return t;
 }

@@ -49,6 +49,14 @@ int occl_vsystem_rails(const struct or_topo *topo, const int *dev, const int *ri
 uint64_t occl_vmodel_time(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto,
                           const uint64_t *bps);
 
+/* A time no replay of call c on system s with algo and proto can beat
+ * (every rank entering at 0, the base latency included): what the planner
+ * compares with its best replay before replaying a costly candidate. Known
+ * for the ring all-reduce (2 n (n-1) transfers), whose floor is each rank's
+ * chain of sends, every one at least its path's latency and wire time;
+ * 0 (no bound) for the rest. */
+uint64_t occl_vmodel_lower_bound(const occl_vsystem *s, const occl_call *c, occl_algo algo, occl_proto proto);
+
 /* Every rank's end of call c on system s (end[r], ns), rank r having
  * entered at entry[r]: what a real run's stream clocks move to (vcost.c
  * charges a communicator's calls with the same function). false if it
@@ -61,9 +69,14 @@ bool occl_vmodel_ends(const occl_vsystem *s, const occl_call *c, occl_algo algo,
  * in a modelled call (tuning.c): the formulas' candidates that OCCL_ALGO
  * allows and OCCL_PROTO's protocols, compared by the replay with every rank
  * entering at 0, bps[r] rank r's memory bandwidth. est_ns (may be NULL)
- * receives each candidate's completion, UINT64_MAX where none was replayed. */
-occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps,
-                             uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS]);
+ * receives each candidate's completion, UINT64_MAX where none was replayed;
+ * floor_ns (may be NULL) the floor (occl_vmodel_lower_bound) of each
+ * candidate left out because it was above the pick's completion, 0 for the
+ * rest. replay_all: leave none out (the same pick, every candidate's time,
+ * for studies that compare them). */
+occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const uint64_t *bps, bool replay_all,
+                             uint64_t est_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS],
+                             uint64_t floor_ns[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS]);
 
 /* A schedule written out step by step, for tests and benchmarks of the
  * replay's rules (test_vreplay, vreplay_perf): rank r runs steps

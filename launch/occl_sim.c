@@ -291,6 +291,7 @@ typedef struct plan_memo {
     size_t count;
     occl_choice choice;
     uint64_t est[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS];
+    uint64_t floor[OCCL_PLAN_MAX_ALGOS][OCCL_NUM_PROTOS]; /* left out: its floor */
 } plan_memo;
 
 typedef struct sim {
@@ -302,6 +303,7 @@ typedef struct sim {
     occl_choice last; /* of the last call issued, when modelled */
     bool modelled;
     bool verbose, per_rank;
+    bool replay_all; /* no candidate left out for its floor */
     FILE *trace;
     bool trace_first;
     uint64_t calls; /* replayed so far */
@@ -330,7 +332,7 @@ static const plan_memo *plan(sim *S, const call *c, const occl_call *oc)
             return m;
     }
     plan_memo fresh = {.ci = c->ci, .ti = c->ti, .root = key_root, .count = c->count};
-    fresh.choice = occl_plan_system(&S->sys, oc, S->j->bps, fresh.est);
+    fresh.choice = occl_plan_system(&S->sys, oc, S->j->bps, S->replay_all, fresh.est, fresh.floor);
     bool replayed = false;
     for (int a = 0; a < OCCL_NUM_ALGOS; a++)
         for (int p = 0; p < OCCL_NUM_PROTOS; p++)
@@ -351,6 +353,9 @@ static const plan_memo *plan(sim *S, const call *c, const occl_call *oc)
                 if (m->est[a][p] != UINT64_MAX)
                     printf(" %s/%s %llu ns", occl_algo_name((occl_algo)a), occl_proto_name((occl_proto)p),
                            (unsigned long long)m->est[a][p]);
+                else if (m->floor[a][p]) /* not replayed: it cannot win */
+                    printf(" %s/%s > %llu ns", occl_algo_name((occl_algo)a), occl_proto_name((occl_proto)p),
+                           (unsigned long long)m->floor[a][p]);
         printf(" -> %s/%s\n", occl_algo_name(m->choice.algo), occl_proto_name(m->choice.proto));
     }
     return m;
@@ -505,6 +510,8 @@ static void usage(FILE *f)
             "model:\n"
             "  --algo LIST          as OCCL_ALGO (default: OCCL_ALGO's value)\n"
             "  --proto LIST         as OCCL_PROTO (default: OCCL_PROTO's value)\n"
+            "  --replay-all         replay every candidate, also those whose floor is above\n"
+            "                       the best (the same pick; every time for -v)\n"
             "output:\n"
             "  --per-rank           each rank's entry and end (ns) of every call\n"
             "  --trace FILE         a Chrome trace of every call, one track per rank\n"
@@ -638,7 +645,7 @@ static filecall *read_calls(const char *path, int n, int *count)
 /* ---- main ---------------------------------------------------------------------------------- */
 
 enum { OPT_PLACEMENT = 256, OPT_PROFILE, OPT_ITERS, OPT_PLACE, OPT_FILE, OPT_ALGO, OPT_PROTO,
-       OPT_PER_RANK, OPT_TRACE, OPT_STATS };
+       OPT_PER_RANK, OPT_TRACE, OPT_STATS, OPT_REPLAY_ALL };
 
 int main(int argc, char **argv)
 {
@@ -656,10 +663,11 @@ int main(int argc, char **argv)
         {"proto", required_argument, NULL, OPT_PROTO}, {"per-rank", no_argument, NULL, OPT_PER_RANK},
         {"trace", required_argument, NULL, OPT_TRACE}, {"stats", no_argument, NULL, OPT_STATS},
         {"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'h'},
+        {"replay-all", no_argument, NULL, OPT_REPLAY_ALL},
         {NULL, 0, NULL, 0}};
     int nprocs = 0, per_proc = 1, ci = 0, ti = find_type("float"), oi = 0, root = 0, warmup = 0, iters = 1;
     uint64_t minb = 32u << 20, maxb = 0, stepb = 1u << 20, factor = 0;
-    bool have_max = false, op_given = false, verbose = false, per_rank = false, stats = false;
+    bool have_max = false, op_given = false, verbose = false, per_rank = false, stats = false, replay_all = false;
     unsigned place = 1;
     const char *placement = "packed", *profile = NULL, *file = NULL, *trace = NULL;
     int opt;
@@ -705,6 +713,7 @@ int main(int argc, char **argv)
         case OPT_ALGO: setenv("OCCL_ALGO", optarg, 1); break;
         case OPT_PROTO: setenv("OCCL_PROTO", optarg, 1); break;
         case OPT_PER_RANK: per_rank = true; break;
+        case OPT_REPLAY_ALL: replay_all = true; break;
         case OPT_TRACE: trace = optarg; break;
         case OPT_STATS: stats = true; break;
         case 'v': verbose = true; break;
@@ -790,7 +799,8 @@ int main(int argc, char **argv)
 
     int nc = 0;
     filecall *fc = file ? read_calls(file, J.n, &nc) : NULL; /* refused before any output */
-    sim S = {.j = &J, .sys = job_system(&J), .verbose = verbose, .per_rank = per_rank, .trace_first = true};
+    sim S = {.j = &J, .sys = job_system(&J), .verbose = verbose, .per_rank = per_rank,
+           .replay_all = replay_all, .trace_first = true};
     if (trace) {
         S.trace = fopen(trace, "w");
         if (!S.trace)

@@ -2,7 +2,8 @@
 # occl-sim's host cost against device count and message size
 # (docs/occl-sim.md#cost): one all-reduce on N/8 DGX-H100-class boxes on a
 # rail-optimized fabric ("box:dgx-h100 nodes:N/8 fabric:rails"), h100
-# profile, for each mode: the planner's choice (every candidate replayed)
+# profile, for each mode: the planner's choice (candidates replayed but
+# those whose floor is above the best replay)
 # and ring, tree and hierarchical forced (--algo, each with its protocols).
 # Prints one line per case: devices, size, mode, the pick and its virtual
 # time, CPU seconds (user + system), wall seconds and peak resident memory

@@ -5,7 +5,7 @@
 # (N/8 full boxes) or spread (round robin over a cluster twice the job:
 # N/4 boxes, 4 ranks on each), in occl-sim's virtual time. One occl-sim
 # run per job and placement: a call file of the sizes, --algo restricted to
-# the algorithms studied, -v printing the planner's replay of every
+# the algorithms studied, --replay-all -v printing the planner's replay of every
 # algorithm and protocol (every rank entering at 0). Writes OUT/raw/N-P.txt
 # (occl-sim's output, its --stats line and /usr/bin/time's), then
 # scripts/occl_sim_scale_report.py writes OUT/scale.csv and OUT/scale.svg.
@@ -51,7 +51,7 @@ for n in ${*:-64 128 256 512 1024 2048 4096 8192}; do
         echo "$n devices, $place, '$topo', $algos"
         # shellcheck disable=SC2086
         { timeout "$limit" /usr/bin/time -f "TIME %U %S %e %M nodes=$nodes algos=$algos" \
-              nice -n 19 "$sim" --profile h100 -n "$n" --placement "$place" --algo "$algos" -v --stats \
+              nice -n 19 "$sim" --profile h100 -n "$n" --placement "$place" --algo "$algos" --replay-all -v --stats \
               --file "$out/calls.txt" "$topo"; } > "$raw" 2>&1 || {
             echo "occl_sim_scale_study.sh: $raw: the run failed or passed ${limit}s" >&2
             tail -n 3 "$raw" >&2

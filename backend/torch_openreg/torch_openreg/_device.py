@@ -2,13 +2,15 @@
 import torch
 
 from . import _C
+# Set by the package before it imports this module; read here once, not on
+# every call (a per-call import costs a few us, as much as a small collective's
+# synchronize).
+from . import DEVICE_TYPE
 
 
 def _index(dev, optional=True):
     """The device index named by ``dev``: None (current device when optional),
     an int, a string such as "openreg:1", or a torch.device of this backend."""
-    from . import DEVICE_TYPE
-
     if dev is None:
         if optional:
             return _C.current_device()
@@ -34,8 +36,6 @@ def _index(dev, optional=True):
 
 def device(index=None):
     """The torch.device of openreg device ``index`` (default: the current one)."""
-    from . import DEVICE_TYPE
-
     return torch.device(DEVICE_TYPE, _index(index))
 
 

@@ -27,7 +27,7 @@ enum {
     K = 64,                 /* writes of each kind */
     BIG = 128 << 10,        /* above the 64 KiB a request carries */
     INTS = SLOT / 4 * (K + 1),
-    NSRC = 2 * K + 2 + BIG / SLOT /* source slots on rank 0 */
+    NSRC = 2 * K + 1 + BIG / SLOT /* source slots on rank 0: K, K, one, the big write's */
 };
 
 /* Distinct per (tag, i) while i < 100003; the largest tag keeps it inside an int. */

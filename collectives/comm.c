@@ -296,6 +296,12 @@ uint64_t occl_deadline(void)
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static occlComm_t *live;
 static int nlive, cap_live;
+/* Bumped (under live_lock) whenever a communicator leaves the list: a
+ * thread's last communicator found live stays live while it is unchanged,
+ * so a call on the communicator the thread used last needs no lock. */
+static _Atomic uint64_t live_removals;
+static _Thread_local occlComm_t last_live;
+static _Thread_local uint64_t last_live_removals;
 
 static bool live_add(occlComm_t comm)
 {
@@ -323,6 +329,7 @@ static void live_remove(occlComm_t comm)
             live[i] = live[--nlive];
             break;
         }
+    atomic_fetch_add(&live_removals, 1);
     pthread_mutex_unlock(&live_lock);
 }
 
@@ -330,11 +337,18 @@ bool occl_comm_valid(occlComm_t comm)
 {
     if (!comm)
         return false;
+    if (comm == last_live && atomic_load(&live_removals) == last_live_removals)
+        return comm->magic == OCCL_COMM_MAGIC;
     bool found = false;
     pthread_mutex_lock(&live_lock);
+    uint64_t removals = atomic_load(&live_removals);
     for (int i = 0; i < nlive && !found; i++)
         found = live[i] == comm;
     pthread_mutex_unlock(&live_lock);
+    if (found) {
+        last_live = comm;
+        last_live_removals = removals;
+    }
     return found && comm->magic == OCCL_COMM_MAGIC;
 }
 

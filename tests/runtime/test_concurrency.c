@@ -257,3 +257,69 @@ Test(concurrency, concurrent_stream_event_lifetimes)
     worker w[N_THREADS];
     run_workers(handle_worker, w, N_THREADS, 100);
 }
+
+/* ---- lookups while slots are reused ------------------------------------------ */
+
+/* Handles are looked up without a lock (src/handle.c): a stale handle must
+ * be refused, and a live one found, while other threads free slots and take
+ * them again. Churners create and destroy events, so the destroyed events'
+ * slots are reused throughout; the checker queries those stale handles and
+ * a live event the whole time. */
+typedef struct {
+    orEvent_t stale[64];
+    orEvent_t live;
+    atomic_int stop;
+    atomic_long stale_found, live_lost, looks;
+} reuse_state;
+
+static void *reuse_churner(void *p)
+{
+    reuse_state *st = p;
+    while (!atomic_load(&st->stop)) {
+        orEvent_t e[8];
+        for (int i = 0; i < 8; i++)
+            if (orEventCreate(&e[i]) != orSuccess)
+                e[i] = NULL;
+        for (int i = 0; i < 8; i++)
+            if (e[i])
+                orEventDestroy(e[i]);
+    }
+    return NULL;
+}
+
+static void *reuse_checker(void *p)
+{
+    reuse_state *st = p;
+    for (int round = 0; round < 2000; round++) {
+        for (int i = 0; i < 64; i++)
+            if (orEventQuery(st->stale[i]) != orErrorInvalidResourceHandle)
+                atomic_fetch_add(&st->stale_found, 1);
+        if (orEventQuery(st->live) != orSuccess)
+            atomic_fetch_add(&st->live_lost, 1);
+        atomic_fetch_add(&st->looks, 65);
+    }
+    atomic_store(&st->stop, 1);
+    return NULL;
+}
+
+Test(concurrency, stale_handles_refused_while_slots_are_reused)
+{
+    static reuse_state st;
+    for (int i = 0; i < 64; i++)
+        CHECK_OR(orEventCreate(&st.stale[i]));
+    CHECK_OR(orEventCreate(&st.live));
+    for (int i = 0; i < 64; i++)
+        CHECK_OR(orEventDestroy(st.stale[i]));
+    pthread_t churn[3], check;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&churn[i], NULL, reuse_churner, &st), 0);
+    cr_assert_eq(pthread_create(&check, NULL, reuse_checker, &st), 0);
+    pthread_join(check, NULL);
+    for (int i = 0; i < 3; i++)
+        pthread_join(churn[i], NULL);
+    orGetLastError(); /* the refused queries' error */
+    cr_assert_eq(atomic_load(&st.stale_found), 0, "a destroyed event's handle was found live");
+    cr_assert_eq(atomic_load(&st.live_lost), 0, "a live event's handle was refused");
+    cr_assert_eq(atomic_load(&st.looks), 2000 * 65);
+    CHECK_OR(orEventDestroy(st.live));
+}

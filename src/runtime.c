@@ -291,7 +291,10 @@ static void runtime_init_once(void)
 
 orError_t or_init(void)
 {
-    pthread_once(&init_once, runtime_init_once);
+    /* Every API call starts here: once the runtime is up, one load (the
+     * store of init_done follows init_error's last store). */
+    if (!atomic_load_explicit(&init_done, memory_order_acquire))
+        pthread_once(&init_once, runtime_init_once);
     return or_rt.init_error;
 }
 

@@ -1056,7 +1056,7 @@ static uint64_t ring_allreduce_floor(const occl_vsystem *s, const occl_call *c, 
                      occl_proto_wire_bytes(v.fam, proto, P.hw, n, P.sharp, small), P.path.bytes_per_s),
                  b_big = or_vclock_bytes_ns(occl_proto_wire_bytes(v.fam, proto, P.hw, n, P.sharp, big),
                                             P.path.bytes_per_s);
-        unsigned __int128 wire = (unsigned __int128)2 * (nsmall * b_small + (nbig ? nbig * b_big : 0));
+        unsigned __int128 wire = (unsigned __int128)2 * (nsmall * b_small + nbig * b_big);
         for (int k = 1; k <= 2; k++) /* the two chunks p sends once only */
             wire -= chunk(c->count, (p + k) % n, n, es) == big ? b_big : b_small;
         uint64_t busy = sat_u64(wire), lat = P.path.latency_ns;

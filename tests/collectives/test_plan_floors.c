@@ -79,13 +79,7 @@ static void make(sys *S, int n, int per_box, int stride, int rails)
     cr_assert_eq(occl_trees_schedule(T), 0);
 }
 
-static void release(sys *S)
-{
-    free(S->s.trees.v);
-    free(S->s.trees.ready);
-    free(S->s.trees.depth);
-    free(S->s.trees.up);
-}
+static void release(sys *S) { occl_trees_release(&S->s.trees); }
 
 /* Every candidate left out has a floor no higher than its replay, and no
  * replay of it beats the pick; the pick is the least replayed, the first

@@ -484,6 +484,69 @@ occlResult_t occlGetUniqueId(occlUniqueId *uniqueId)
     return occlSuccess;
 }
 
+/* ---- control blocks ----------------------------------------------------------- */
+
+/* A control block outlives its communicator until every other rank of the
+ * node has let go of it. A peer may still be finishing its last call when
+ * this rank destroys the communicator: it reads its acknowledgements (and
+ * this rank's current call) here, and a block reused at once by a new
+ * communicator would show it that one's, so it would wait for an
+ * acknowledgement that never comes. A retired block is freed once all its
+ * readers have let go, at the next communicator made or freed here. */
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct retired_ctrl {
+    occl_ctrl *ctrl;
+    uint32_t readers;
+} *retired;
+static int nretired, cap_retired;
+
+static bool ctrl_unread(const occl_ctrl *ctrl, uint32_t readers)
+{
+    return atomic_load_explicit(&ctrl->released, memory_order_acquire) >= readers;
+}
+
+static void ctrl_sweep(void)
+{
+    pthread_mutex_lock(&retired_lock);
+    for (int i = 0; i < nretired;) {
+        if (ctrl_unread(retired[i].ctrl, retired[i].readers)) {
+            orFree(retired[i].ctrl);
+            retired[i] = retired[--nretired];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&retired_lock);
+}
+
+static void ctrl_retire(occlComm_t c)
+{
+    for (int r = 0; c->peers && r < c->nranks; r++)
+        if (r != c->rank && c->peers[r].ctrl)
+            atomic_fetch_add_explicit(&c->peers[r].ctrl->released, 1, memory_order_release);
+    if (c->ctrl && ctrl_unread(c->ctrl, c->ctrl_readers)) {
+        orFree(c->ctrl);
+    } else if (c->ctrl) {
+        pthread_mutex_lock(&retired_lock);
+        if (nretired == cap_retired) {
+            int cap = cap_retired ? 2 * cap_retired : 16;
+            struct retired_ctrl *grown = realloc(retired, (size_t)cap * sizeof *grown);
+            if (grown) {
+                retired = grown;
+                cap_retired = cap;
+            }
+        }
+        if (nretired < cap_retired)
+            retired[nretired++] = (struct retired_ctrl){c->ctrl, c->ctrl_readers};
+        else /* kept for good rather than freed under a reader */
+            OCCL_WARN("rank %d: out of memory: %zu bytes of device memory stay allocated",
+                      c->rank, c->ctrl_bytes);
+        pthread_mutex_unlock(&retired_lock);
+    }
+    c->ctrl = NULL;
+    ctrl_sweep();
+}
+
 /* ---- bootstrap --------------------------------------------------------------- */
 
 /* Local registrations waiting for their root in this process. */
@@ -523,6 +586,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     if (res != occlSuccess)
         return res;
     /* The control block lives in device memory, which the node shares. */
+    ctrl_sweep();
     int prev;
     if (orGetDevice(&prev) != orSuccess || orSetDevice(pi->device) != orSuccess ||
         orMalloc((void **)&c->ctrl, c->ctrl_bytes) != orSuccess) {
@@ -561,8 +625,7 @@ static void comm_free(occlComm_t c)
         occl_xfer_drain(c);
     occl_scratch_release(c);
     occl_regs_release(c);
-    if (c->ctrl)
-        orFree(c->ctrl);
+    ctrl_retire(c);
     if (c->tag_slot) {
         pthread_mutex_lock(&slots_lock);
         if (slots_used[c->tag_slot])
@@ -593,6 +656,9 @@ static occlResult_t comm_setup(occlComm_t c, const registration *table, int slot
         slots_used[slot]++;
         pthread_mutex_unlock(&slots_lock);
     }
+    /* From here on the other ranks of the node may map this rank's block. */
+    for (int r = 0; r < c->nranks; r++)
+        c->ctrl_readers += r != c->rank && table[r].node == c->job.node;
     for (int r = 0; r < c->nranks; r++) {
         occl_peer *p = &c->peers[r];
         p->world_rank = table[r].world_rank;

@@ -159,6 +159,8 @@ typedef struct occl_ctrl {
      * it (written under a sequence lock: odd while being written). */
     _Atomic uint32_t current_version;
     occl_fp current;
+    /* Peers of this node that have let go of this block (see ctrl_retire). */
+    _Atomic uint32_t released;
     /* out[j]: this rank's transfers to rank j; ack[j]: transfers from rank j
      * this rank has consumed. Laid out as out[nranks] then ack[nranks]. */
     occl_slot slots[];
@@ -190,6 +192,7 @@ struct occlComm {
     int ring_pos;
     occl_ctrl *ctrl; /* this rank's control block */
     size_t ctrl_bytes;
+    uint32_t ctrl_readers; /* the other ranks of this node, which map it */
     or_job_view job;
     _Atomic int async_error; /* an occlResult_t */
     bool finalized;

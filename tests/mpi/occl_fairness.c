@@ -7,8 +7,8 @@
  * ranks than cores each computing rank shares its core with a waiting one).
  * The kernel's time must stay within 10% of its time while the other ranks
  * sleep in MPI, and the waiting ranks may take at most 10% of that time in
- * CPU. The machine may be busy with other work: each comparison is tried up
- * to five times and the best one counts.
+ * CPU. The machine may be busy with other work, which only adds time: each
+ * side is measured up to eight times and the least times are compared.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -87,8 +87,9 @@ int main(int argc, char **argv)
     mpitest_barrier(); /* MPI_Bcast spins: rank 0 measured beside sleeping ranks */
     MPI_Bcast(&iters, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
 
-    double best = INFINITY, alone = 0, with = 0, waiter_cpu = 0;
-    for (int attempt = 0; attempt < 5 && best > 1.10; attempt++) {
+    /* Each computing rank's least time alone and beside waiting ranks. */
+    double min_alone = INFINITY, min_with = INFINITY, best = INFINITY, waiter_cpu = INFINITY;
+    for (int attempt = 0; attempt < 8 && (best > 1.10 || waiter_cpu > 0.10); attempt++) {
         /* Alone: the other ranks sleep in MPI. */
         mpitest_barrier();
         double t_alone = computes ? run_kernel(iters, out, s) : 0;
@@ -107,24 +108,25 @@ int main(int argc, char **argv)
         CHECK_OR(orMemcpy(got, buf, sizeof got, orMemcpyDeviceToHost));
         if (got[0] != (float)ci.nranks || got[1] != (float)ci.nranks)
             mpitest_fail(__FILE__, __LINE__, "the all-reduce is wrong", "");
+        if (computes) {
+            min_alone = fmin(min_alone, t_alone);
+            min_with = fmin(min_with, t_with);
+        }
         /* The slowest computing rank's ratio; the busiest waiting rank's share. */
-        double ratio = computes ? t_with / t_alone : 0, share = computes ? 0 : cpu / wall;
+        double ratio = computes ? min_with / min_alone : 0, share = computes ? 0 : cpu / wall;
         double worst[2], mine[2] = {ratio, share};
         MPI_Allreduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         if (me == 0)
-            printf("attempt %d: kernel alone %.3f s, with waiting ranks %.3f s (x%.3f); waiting "
-                   "ranks used at most %.1f%% of a core\n",
+            printf("attempt %d: rank 0's kernel alone %.3f s, with waiting ranks %.3f s; least "
+                   "times' ratio x%.3f (slowest computing rank); waiting ranks used at most "
+                   "%.1f%% of a core\n",
                    attempt + 1, t_alone, t_with, worst[0], 100 * worst[1]);
-        if (worst[0] < best) {
-            best = worst[0];
-            alone = t_alone;
-            with = t_with;
-            waiter_cpu = worst[1];
-        }
+        best = worst[0];
+        waiter_cpu = fmin(waiter_cpu, worst[1]);
     }
     if (me == 0) {
-        printf("fairness: kernel x%.3f (%.3f s alone, %.3f s beside waiting ranks), waiting "
-               "ranks' CPU %.1f%%\n", best, alone, with, 100 * waiter_cpu);
+        printf("fairness: kernel x%.3f (rank 0: %.3f s alone, %.3f s beside waiting ranks), "
+               "waiting ranks' CPU %.1f%%\n", best, min_alone, min_with, 100 * waiter_cpu);
         if (best > 1.10)
             mpitest_fail(__FILE__, __LINE__, "ranks waiting in a collective slowed a computing "
                                              "rank by more than 10%", "");

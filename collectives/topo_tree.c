@@ -232,6 +232,19 @@ int occl_tree_reduce_ops(const occl_trees *T, int rank, const size_t nchunks[2],
 
 /* ---- re-rooting -------------------------------------------------------------- */
 
+int occl_trees_alloc(occl_trees *T, int n)
+{
+    *T = (occl_trees){.n = n};
+    T->v = calloc(2 * (size_t)n, sizeof *T->v);
+    T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
+    T->up = calloc(2 * (size_t)n, sizeof *T->up);
+    T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
+    if (T->v && T->ready && T->up && T->depth)
+        return 0;
+    occl_trees_release(T);
+    return -1;
+}
+
 void occl_trees_release(occl_trees *T)
 {
     free(T->v);
@@ -255,15 +268,11 @@ static void drop_child(occl_tree_vertex *v, int child)
 int occl_trees_reroot(const occl_trees *T, int root, occl_trees *out)
 {
     int n = T->n;
-    *out = (occl_trees){.n = n, .from_topology = T->from_topology};
-    out->v = malloc(2 * (size_t)n * sizeof *out->v);
-    out->ready = malloc(2 * (size_t)n * sizeof *out->ready);
-    out->up = malloc(2 * (size_t)n * sizeof *out->up);
-    out->depth = malloc(2 * (size_t)n * sizeof *out->depth);
-    if (!out->v || !out->ready || !out->up || !out->depth || root < 0 || root >= n) {
-        occl_trees_release(out);
+    if (root < 0 || root >= n || occl_trees_alloc(out, n) != 0) {
+        *out = (occl_trees){0};
         return -1;
     }
+    out->from_topology = T->from_topology;
     memcpy(out->v, T->v, 2 * (size_t)n * sizeof *out->v);
     for (int t = 0; t < 2; t++) {
         occl_tree_vertex *V = out->v + (size_t)t * n;
@@ -314,13 +323,8 @@ occlResult_t occl_trees_build(occlComm_t c)
 {
     int n = c->nranks;
     occl_trees *T = &c->trees;
-    T->n = n;
-    T->v = calloc(2 * (size_t)n, sizeof *T->v);
-    T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
-    T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
-    T->up = calloc(2 * (size_t)n, sizeof *T->up);
     int *dev = malloc((size_t)n * sizeof *dev);
-    if (!T->v || !T->ready || !T->depth || !T->up || !dev) {
+    if (occl_trees_alloc(T, n) != 0 || !dev) {
         free(dev);
         return occl_fail(occlSystemError, "out of memory");
     }

@@ -100,6 +100,9 @@ int occl_tree_allreduce_ops(const occl_trees *T, int rank, const size_t nchunks[
  * are malloc'ed (occl_trees_release frees them). 0, or -1 when out of memory
  * or T is not two trees. */
 int occl_trees_reroot(const occl_trees *T, int root, occl_trees *out);
+/* T's arrays for n ranks, zeroed (T->n = n, no tree from a topology yet).
+ * 0, or -1 when out of memory (then T holds nothing). */
+int occl_trees_alloc(occl_trees *T, int n);
 void occl_trees_release(occl_trees *T);
 
 /* Rank's transfers in the double-tree Reduce on re-rooted trees: each half

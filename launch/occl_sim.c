@@ -215,11 +215,10 @@ static void job_build(job *j)
     j->node_first[j->nnodes] = n;
     free(node);
     occl_trees *T = &j->trees;
-    T->n = n;
-    T->v = xcalloc(2 * (size_t)n, sizeof *T->v);
-    T->ready = xcalloc(2 * (size_t)n, sizeof *T->ready);
-    T->depth = xcalloc(2 * (size_t)n, sizeof *T->depth);
-    T->up = xcalloc(2 * (size_t)n, sizeof *T->up);
+    if (occl_trees_alloc(T, n) != 0) {
+        fprintf(stderr, PROG ": out of memory\n");
+        exit(1);
+    }
     T->from_topology = occl_topo_trees(j->topo, j->dev, n, T->v, why, sizeof why) == 0;
     if (!T->from_topology && occl_node_trees(j->ring, j->node_first, j->nnodes, n, T->v) != 0) {
         fprintf(stderr, PROG ": out of memory\n");

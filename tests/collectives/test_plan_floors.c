@@ -69,12 +69,7 @@ static void make(sys *S, int n, int per_box, int stride, int rails)
     S->s = (occl_vsystem){.nranks = n, .ring = S->ring, .node_first = S->node_first, .nnodes = nn,
                           .path = box_path, .rails = rails};
     occl_trees *T = &S->s.trees;
-    T->n = n;
-    T->v = calloc(2 * (size_t)n, sizeof *T->v);
-    T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
-    T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
-    T->up = calloc(2 * (size_t)n, sizeof *T->up);
-    cr_assert(T->v && T->ready && T->depth && T->up);
+    cr_assert_eq(occl_trees_alloc(T, n), 0);
     cr_assert_eq(occl_node_trees(S->ring, S->node_first, nn, n, T->v), 0);
     cr_assert_eq(occl_trees_schedule(T), 0);
 }

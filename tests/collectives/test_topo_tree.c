@@ -51,20 +51,12 @@ typedef struct {
 
 static void alloc_trees(occl_trees *T, int n)
 {
-    T->n = n;
-    T->v = calloc(2 * (size_t)n, sizeof *T->v);
-    T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
-    T->up = calloc(2 * (size_t)n, sizeof *T->up);
-    T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
-    cr_assert(T->v && T->ready && T->up && T->depth);
+    cr_assert_eq(occl_trees_alloc(T, n), 0);
 }
 
 static void free_built(built *b)
 {
-    free(b->T.v);
-    free(b->T.ready);
-    free(b->T.up);
-    free(b->T.depth);
+    occl_trees_release(&b->T);
     free(b->node);
     free(b->dev);
 }

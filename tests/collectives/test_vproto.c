@@ -142,11 +142,7 @@ static occl_vsystem make_system(void)
     static int ring[N] = {0, 1, 2, 3}, node_first[2] = {0, N};
     occl_vsystem s = {.nranks = N, .ring = ring, .node_first = node_first, .nnodes = 1,
                       .path = switch_path};
-    s.trees.n = N;
-    s.trees.v = calloc(2 * N, sizeof *s.trees.v);
-    s.trees.ready = calloc(2 * N, sizeof *s.trees.ready);
-    s.trees.depth = calloc(2 * N, sizeof *s.trees.depth);
-    s.trees.up = calloc(2 * N, sizeof *s.trees.up);
+    cr_assert_eq(occl_trees_alloc(&s.trees, N), 0);
     cr_assert_eq(occl_node_trees(ring, node_first, 1, N, s.trees.v), 0);
     cr_assert_eq(occl_trees_schedule(&s.trees), 0);
     return s;
@@ -154,10 +150,7 @@ static occl_vsystem make_system(void)
 
 static void free_system(occl_vsystem *s)
 {
-    free(s->trees.v);
-    free(s->trees.ready);
-    free(s->trees.depth);
-    free(s->trees.up);
+    occl_trees_release(&s->trees);
 }
 
 static uint64_t ceil_div(uint64_t x, uint64_t y) { return (x + y - 1) / y; }

@@ -97,13 +97,8 @@ static int machine_build(machine *m, const char *system, int n, int per_node, ch
     }
     m->node_first[m->nnodes] = n;
     occl_trees *T = &m->trees;
-    T->n = n;
-    T->v = calloc(2 * (size_t)n, sizeof *T->v);
-    T->ready = calloc(2 * (size_t)n, sizeof *T->ready);
-    T->depth = calloc(2 * (size_t)n, sizeof *T->depth);
-    T->up = calloc(2 * (size_t)n, sizeof *T->up);
-    if (!T->v || !T->ready || !T->depth || !T->up ||
-        occl_topo_trees(m->topo, m->dev, n, T->v, why, why_size) != 0 || occl_trees_schedule(T) != 0) {
+    if (occl_trees_alloc(T, n) != 0 || occl_topo_trees(m->topo, m->dev, n, T->v, why, why_size) != 0 ||
+        occl_trees_schedule(T) != 0) {
         if (!why[0])
             snprintf(why, why_size, "the trees could not be built");
         return -1;
@@ -113,10 +108,7 @@ static int machine_build(machine *m, const char *system, int n, int per_node, ch
 
 static void machine_free(machine *m)
 {
-    free(m->trees.v);
-    free(m->trees.ready);
-    free(m->trees.depth);
-    free(m->trees.up);
+    occl_trees_release(&m->trees);
     or_topo_free(m->topo);
 }
 

@@ -590,18 +590,6 @@ size_t occl_chain_chunk(size_t bytes); /* algorithms.c: Reduce's pipeline chunk 
  * account for it: in virtual time, exchange entry clocks with the peers and
  * move *clock (this rank's entry) to the call's end; in traces, a slice. */
 occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
-/* The virtual time call c would take with algorithm algo, every rank
- * entering at 0: the end of the last rank's schedule, in ns, over the
- * declared topology's paths (or the default ones), bps[r] the memory
- * bandwidth of rank r's device. The same on every rank given the same bps;
- * UINT64_MAX if it cannot be modelled (out of memory). */
-uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps);
-/* The same with protocol proto (occl_vcost_estimate: Simple). */
-uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
-                                   const uint64_t *bps);
-/* A time the replay of c with algo and proto cannot beat, 0 if none is
- * known (occl_vmodel_lower_bound on the communicator's system). */
-uint64_t occl_vcost_lower_bound(const occl_call *c, occl_algo algo, occl_proto proto);
 /* occlGroupSimulateEnd: charge calls[0..n) of one communicator as
  * occl_vrun would, without running them or talking to the peers: clocks[r]
  * is rank r's virtual clock (ns), moved to its end of the calls. Each

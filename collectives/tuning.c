@@ -288,18 +288,9 @@ typedef struct plan_model {
     const void *ctx;
 } plan_model;
 
-static uint64_t comm_estimate(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
-{
-    (void)ctx;
-    return occl_vcost_estimate_proto(c, a, p, c->comm->vbps);
-}
-
-static uint64_t comm_bound(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
-{
-    (void)ctx;
-    return occl_vcost_lower_bound(c, a, p);
-}
-
+/* A system of ranks (a communicator's: occl_vcost_view) and their devices'
+ * memory bandwidths; s NULL: the system could not be built (out of memory),
+ * nothing can be modelled. */
 typedef struct system_ctx {
     const occl_vsystem *s;
     const uint64_t *bps;
@@ -308,13 +299,13 @@ typedef struct system_ctx {
 static uint64_t system_estimate(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
 {
     const system_ctx *x = ctx;
-    return occl_vmodel_time(x->s, c, a, p, x->bps);
+    return x->s ? occl_vmodel_time(x->s, c, a, p, x->bps) : UINT64_MAX;
 }
 
 static uint64_t system_bound(const void *ctx, const occl_call *c, occl_algo a, occl_proto p)
 {
     const system_ctx *x = ctx;
-    return occl_vmodel_lower_bound(x->s, c, a, p);
+    return x->s ? occl_vmodel_lower_bound(x->s, c, a, p) : 0;
 }
 
 /* The candidate pair (algorithm, protocol) with the smallest replayed
@@ -524,11 +515,19 @@ occl_choice occl_plan_choice(const occl_call *c)
     if (comm->vbps && cand && ((cand & (cand - 1)) || (pmask & (pmask - 1)))) {
         /* An NCCL tuner plugin is shown every candidate's replayed time:
          * none is left out for its floor. */
-        plan_model m = {comm_estimate, comm->tuner ? NULL : comm_bound, NULL};
         e = plan_slot(comm, c, c->coll == OCCL_COLL_REDUCE ? c->root : -1);
         cached = e->used;
-        choice = cached ? (occl_choice){(occl_algo)e->algo, (occl_proto)e->proto}
-                        : plan_from_model(c, cand, pmask, e, &m);
+        if (cached) {
+            choice = (occl_choice){(occl_algo)e->algo, (occl_proto)e->proto};
+        } else {
+            occl_vcost_view model_view;
+            bool built = occl_vcost_view_make(comm, &model_view) == 0;
+            system_ctx ctx = {built ? &model_view.s : NULL, comm->vbps};
+            plan_model m = {system_estimate, comm->tuner ? NULL : system_bound, &ctx};
+            choice = plan_from_model(c, cand, pmask, e, &m);
+            if (built)
+                occl_vcost_view_release(&model_view);
+        }
         pick = choice.algo;
     }
     if (comm->tuner) { /* an NCCL tuner plugin has the last word (tuner.c) */

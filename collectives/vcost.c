@@ -1174,32 +1174,19 @@ static int *comm_gdev(occlComm_t comm)
     return gdev;
 }
 
-uint64_t occl_vcost_estimate_proto(const occl_call *c, occl_algo algo, occl_proto proto,
-                                   const uint64_t *bps)
+int occl_vcost_view_make(occlComm_t comm, occl_vcost_view *v)
 {
-    int *gdev = comm_gdev(c->comm);
-    if (!gdev)
-        return UINT64_MAX;
-    occl_vsystem s = comm_system(c->comm, gdev);
-    uint64_t t = occl_vmodel_time(&s, c, algo, proto, bps);
-    free(gdev);
-    return t;
+    v->gdev = comm_gdev(comm);
+    if (!v->gdev)
+        return -1;
+    v->s = comm_system(comm, v->gdev);
+    return 0;
 }
 
-uint64_t occl_vcost_lower_bound(const occl_call *c, occl_algo algo, occl_proto proto)
+void occl_vcost_view_release(occl_vcost_view *v)
 {
-    int *gdev = comm_gdev(c->comm);
-    if (!gdev)
-        return 0;
-    occl_vsystem s = comm_system(c->comm, gdev);
-    uint64_t t = occl_vmodel_lower_bound(&s, c, algo, proto);
-    free(gdev);
-    return t;
-}
-
-uint64_t occl_vcost_estimate(const occl_call *c, occl_algo algo, const uint64_t *bps)
-{
-    return occl_vcost_estimate_proto(c, algo, OCCL_PROTO_SIMPLE, bps);
+    free(v->gdev);
+    v->gdev = NULL;
 }
 
 /* ---- the exchange of entry clocks --------------------------------------------- */

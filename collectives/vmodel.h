@@ -32,6 +32,18 @@ typedef struct occl_vsystem {
     int rails;
 } occl_vsystem;
 
+/* The communicator's ranks as the model sees them (its ring, nodes, trees,
+ * the declared topology's paths or the default ones, its rails): what
+ * occl_vmodel_time and occl_vmodel_lower_bound price a candidate on, built
+ * once for all the candidates of a call. The same on every rank. 0, or -1
+ * when out of memory (then nothing is held). */
+typedef struct occl_vcost_view {
+    occl_vsystem s;
+    int *gdev; /* the ranks' global devices, the paths' context */
+} occl_vcost_view;
+int occl_vcost_view_make(occlComm_t comm, occl_vcost_view *v);
+void occl_vcost_view_release(occl_vcost_view *v);
+
 struct or_topo;
 /* The rails of ranks on topology devices dev[] (one per rank, ring order
  * irrelevant), grouped into nodes by node_first[0..nnodes]: the fewest,

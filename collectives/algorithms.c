@@ -697,7 +697,9 @@ occlResult_t occl_run_call(occl_call *c)
 {
     if (c->count == 0)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
-    if (occl_ll_eligible(c) && (c->ll || occl_ll_wanted(c))) {
+    /* A call begun on the calling thread (c->ll) was found eligible, or a
+     * one-rank call, when it was launched (enqueue.c): not asked again. */
+    if (c->ll ? c->comm->nranks > 1 : occl_ll_eligible(c) && occl_ll_wanted(c)) {
         occl_ll_state own = {0};
         return occl_ll_run(c, c->ll ? c->ll : &own);
     }

@@ -376,7 +376,6 @@ static const scalers scaler_table[occlNumTypes] = {
 
 /* ---- Types and ops -------------------------------------------------------- */
 
-static const size_t type_sizes[occlNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 static const char *const type_names[occlNumTypes] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
     "float8e4m3", "float8e5m2",
@@ -390,11 +389,6 @@ static int type_ok(occlDataType_t t)
 static int op_ok(const occl_redop *op)
 {
     return op && op->kind >= 0 && op->kind < OCCL_RED_NKINDS;
-}
-
-size_t occl_type_size(occlDataType_t t)
-{
-    return type_ok(t) ? type_sizes[t] : 0;
 }
 
 const char *occl_type_name(occlDataType_t t)
@@ -437,7 +431,7 @@ occl_redop occl_redop_premulsum(const void *scalar, occlDataType_t t)
     } v;
     if (!scalar || !type_ok(t))
         return occl_redop_make(OCCL_RED_PREMULSUM);
-    memcpy(&v, scalar, type_sizes[t]);
+    memcpy(&v, scalar, occl_type_size(t));
     switch (t) {
     case occlInt8: return occl_redop_premulsum_value(v.i8, v.i8);
     case occlUint8: return occl_redop_premulsum_value(v.u8, v.u8);
@@ -498,7 +492,7 @@ void occl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count, o
         if (op->kind == OCCL_RED_PREMULSUM)
             occl_premul(dst, srcs[0], count, t, op);
         else if (dst != srcs[0])
-            memcpy(dst, srcs[0], count * type_sizes[t]);
+            memcpy(dst, srcs[0], count * occl_type_size(t));
         return;
     }
     if (nsrc == 2) {
@@ -508,7 +502,7 @@ void occl_reduce_n(void *dst, const void *const *srcs, int nsrc, size_t count, o
     /* Block by block: fold all sources into acc, then write dst once. dst is
      * written after every source's block is read, so dst may be a source. */
     const kernels *k = &table[t][op->kind];
-    size_t tsz = type_sizes[t];
+    size_t tsz = occl_type_size(t);
     size_t asz = t == occlFloat16 || t == occlBfloat16 || t == occlFloat8e4m3 || t == occlFloat8e5m2
                      ? sizeof(float)
                      : tsz;
@@ -573,7 +567,7 @@ void occl_reduce_n_to(void *const *dsts, int ndst, const void *const *srcs, int 
 {
     if (ndst <= 0 || nsrc <= 0 || count == 0 || !type_ok(t) || !op_ok(op))
         return;
-    size_t tsz = type_sizes[t], block = FANOUT_BYTES / tsz;
+    size_t tsz = occl_type_size(t), block = FANOUT_BYTES / tsz;
     enum { STACK_SRCS = 64 };
     const void *stack[STACK_SRCS];
     const void **at = nsrc <= STACK_SRCS ? stack : malloc((size_t)nsrc * sizeof *at);

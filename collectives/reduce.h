@@ -42,7 +42,12 @@ typedef struct occl_redop {
     uint64_t scalar_u;
 } occl_redop;
 
-size_t occl_type_size(occlDataType_t t);  /* 0 for an unknown type */
+/* 0 for an unknown type. Inline: a small call asks it several times. */
+static inline size_t occl_type_size(occlDataType_t t)
+{
+    static const unsigned char sizes[occlNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    return (unsigned)t < occlNumTypes ? sizes[t] : 0;
+}
 const char *occl_type_name(occlDataType_t t); /* "float32", ...; "unknown" */
 const char *occl_op_name(occlRedOp_t op);     /* "sum", ..., "avg", "premulsum" for created ops */
 

@@ -1421,7 +1421,7 @@ static occlResult_t parent_allgather(occlComm_t comm, const int32_t *mine, int w
     if (orMemcpy(slot, mine, (size_t)words * sizeof *mine, orMemcpyHostToDevice) != orSuccess)
         res = occl_fail(occlUnhandledDeviceError, "cannot copy to device memory");
     occl_call gather = {OCCL_COLL_ALLGATHER, comm, slot, dev, (size_t)words, occlInt32,
-                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL, {0}};
+                        {0}, false, NULL, 0, NULL, comm->device, NULL, NULL, {0}, {0}};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
     pthread_mutex_lock(&comm->lock);
     if (res == occlSuccess) {

@@ -169,13 +169,12 @@ static void *runner_main(void *arg)
         comm->runner_head = t->next;
         if (!comm->runner_head)
             comm->runner_tail = NULL;
-        comm->runner_busy = true;
         pthread_mutex_unlock(&comm->runner_lock);
         if (!t->ll.begun) /* else begun on the calling thread */
             or_handed_task_begin(t->op);
         task_run(t);
+        atomic_fetch_sub(&comm->runner_load, 1);
         pthread_mutex_lock(&comm->runner_lock);
-        comm->runner_busy = false;
     }
     pthread_mutex_unlock(&comm->runner_lock);
     return NULL;
@@ -203,6 +202,7 @@ void occl_runner_stop(occlComm_t comm)
 
 static void runner_queue_locked(occlComm_t comm, occl_task *t)
 {
+    atomic_fetch_add(&comm->runner_load, 1);
     t->next = NULL;
     if (comm->runner_tail)
         comm->runner_tail->next = t;
@@ -238,6 +238,22 @@ static bool may_run_on_caller(const occl_task *t)
     return t == launching && t->n == 1 && call_may_run_on_caller(&t->calls[0]);
 }
 
+/* The calling thread's turn to run a task of comm, when the runner has none
+ * queued or running (so the call keeps its place after them). No lock: a
+ * task queued for the runner meanwhile is seen by the second look (both
+ * sequentially consistent, as the queueing's count and its own look at
+ * caller_busy), and the turn is given back. */
+static bool caller_claim(occlComm_t comm)
+{
+    bool none = false;
+    if (atomic_load(&comm->runner_load) || !atomic_compare_exchange_strong(&comm->caller_busy, &none, true))
+        return false;
+    if (!atomic_load(&comm->runner_load))
+        return true;
+    atomic_store(&comm->caller_busy, false);
+    return false;
+}
+
 /* When the task reaches the head of its stream, under the device's lock
  * (the runner never holds its lock while taking that one). */
 static void task_hand(void *arg, or_handed_task op)
@@ -245,14 +261,12 @@ static void task_hand(void *arg, or_handed_task op)
     occl_task *t = arg;
     occlComm_t comm = t->calls[0].comm;
     t->op = op;
-    bool here = may_run_on_caller(t);
-    pthread_mutex_lock(&comm->runner_lock);
-    if (here && !comm->runner_head && !comm->runner_busy && !comm->caller_busy) {
-        comm->caller_busy = true;
+    if (may_run_on_caller(t) && caller_claim(comm)) {
         launched_here = true;
-    } else {
-        runner_queue_locked(comm, t);
+        return;
     }
+    pthread_mutex_lock(&comm->runner_lock);
+    runner_queue_locked(comm, t);
     pthread_mutex_unlock(&comm->runner_lock);
 }
 
@@ -261,16 +275,17 @@ static void task_hand(void *arg, or_handed_task op)
  * queued meanwhile reached their streams' heads after it. */
 static void caller_turn_end(occlComm_t comm, occl_task *t)
 {
-    pthread_mutex_lock(&comm->runner_lock);
-    comm->caller_busy = false;
-    if (t) {
+    if (t) { /* counted before the turn is given back: nothing overtakes it */
+        pthread_mutex_lock(&comm->runner_lock);
+        atomic_fetch_add(&comm->runner_load, 1);
         t->next = comm->runner_head;
         comm->runner_head = t;
         if (!comm->runner_tail)
             comm->runner_tail = t;
         pthread_cond_signal(&comm->runner_cv);
+        pthread_mutex_unlock(&comm->runner_lock);
     }
-    pthread_mutex_unlock(&comm->runner_lock);
+    atomic_store(&comm->caller_busy, false);
 }
 
 /* Run task t on the calling thread for up to OCCL_CALLER_WAIT_US of
@@ -303,22 +318,18 @@ static void run_on_caller(occl_task *t)
 static bool launch_inline(occl_call *call)
 {
     occlComm_t comm = call->comm;
-    bool claimed = false;
-    pthread_mutex_lock(&comm->runner_lock);
-    if (!comm->runner_head && !comm->runner_busy && !comm->caller_busy)
-        claimed = comm->caller_busy = true;
-    pthread_mutex_unlock(&comm->runner_lock);
-    if (!claimed)
+    if (!caller_claim(comm))
         return false;
     /* A NULL stream is the default stream of the call's device. */
     int prev = call->stream_device;
-    if (!call->stream) {
+    if (!call->sref.stream && !call->stream) {
         orGetDevice(&prev);
         if (prev != call->stream_device)
             orSetDevice(call->stream_device);
     }
     or_inline_task it;
-    bool idle = or_inline_task_begin(call->stream, &it);
+    bool idle = call->sref.stream ? or_inline_task_begin_ref(&call->sref, &it)
+                                  : or_inline_task_begin(call->stream, &it);
     if (!idle) {
         if (prev != call->stream_device)
             orSetDevice(prev);
@@ -683,14 +694,13 @@ static occlResult_t enqueue(occl_call *c)
     else if ((c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV) && c->root == c->comm->rank)
         res = occl_fail(occlInvalidUsage, "%s: peer is this rank", occl_coll_name(c->coll));
     if (res == occlSuccess) {
-        int dev = -1;
-        if (or_stream_device(c->stream, &dev) != orSuccess)
+        if (or_stream_ref_of(c->stream, &c->sref) != orSuccess)
             res = occl_fail(occlInvalidArgument, "%s: invalid stream", occl_coll_name(c->coll));
-        else if (dev != c->comm->device)
+        else if (c->sref.device != c->comm->device)
             res = occl_fail(occlInvalidUsage, "%s: the stream is on device %d, the communicator "
-                                              "on device %d", occl_coll_name(c->coll), dev,
-                            c->comm->device);
-        c->stream_device = dev;
+                                              "on device %d", occl_coll_name(c->coll),
+                            c->sref.device, c->comm->device);
+        c->stream_device = res == occlSuccess ? c->sref.device : -1;
     }
     if (res == occlSuccess) {
         size_t send, recv;
@@ -721,7 +731,8 @@ static occlResult_t enqueue(occl_call *c)
             grp.calls = grown;
             grp.cap_calls = cap;
         }
-        grp.calls[grp.ncalls++] = *c;
+        grp.calls[grp.ncalls] = *c;
+        grp.calls[grp.ncalls++].sref.stream = NULL;
         return occlSuccess;
     }
     occlResult_t launched = launch(c, 1);
@@ -747,28 +758,28 @@ static occlResult_t with_op(occl_call *c, occlRedOp_t op)
 occlResult_t occlAllReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}, {0}};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduce(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         occlRedOp_t op, int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_REDUCE, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}, {0}};
     return with_op(&c, op);
 }
 
 occlResult_t occlReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                occlDataType_t datatype, occlRedOp_t op, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}, {0}};
     return with_op(&c, op);
 }
 
 occlResult_t occlBroadcast(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                            int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
@@ -781,42 +792,42 @@ occlResult_t occlBcast(void *buff, size_t count, occlDataType_t datatype, int ro
 occlResult_t occlAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            occlDataType_t datatype, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlAlltoAll(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                           occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, 0, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlGather(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                         int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_GATHER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlScatter(const void *sendbuff, void *recvbuff, size_t count, occlDataType_t datatype,
                          int root, occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_SCATTER, comm, sendbuff, recvbuff, count, datatype, {0}, false, NULL, root, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlSend(const void *sendbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_SEND, comm, sendbuff, NULL, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
 occlResult_t occlRecv(void *recvbuff, size_t count, occlDataType_t datatype, int peer,
                       occlComm_t comm, orStream_t stream)
 {
-    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL, {0}};
+    occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, peer, stream, -1, NULL, NULL, {0}, {0}};
     return enqueue(&c);
 }
 
@@ -827,6 +838,6 @@ occlResult_t occlRecvAnySource(void *recvbuff, size_t count, occlDataType_t data
         return occl_group_fail(occl_fail(occlInvalidArgument, "RecvAnySource: peer is NULL"));
     *peer = -1;
     occl_call c = {OCCL_COLL_RECV, comm, NULL, recvbuff, count, datatype, {0}, false, NULL, -1, stream, -1,
-                   peer, NULL, {0}};
+                   peer, NULL, {0}, {0}};
     return enqueue(&c);
 }

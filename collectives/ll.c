@@ -442,10 +442,12 @@ static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
         if (recv + (size_t)me * b != (const unsigned char *)c->sendbuff + (size_t)me * b)
             memmove(recv + (size_t)me * b, (const unsigned char *)c->sendbuff + (size_t)me * b, b);
         break;
-    case OCCL_COLL_BROADCAST:
-        if (recv != input_of(comm, c, c->root, seq))
-            memmove(recv, input_of(comm, c, c->root, seq), b);
+    case OCCL_COLL_BROADCAST: {
+        const unsigned char *src = input_of(comm, c, c->root, seq);
+        if (recv != src)
+            memmove(recv, src, b);
         break;
+    }
     case OCCL_COLL_SCATTER: {
         const unsigned char *src = input_of(comm, c, c->root, seq) + (size_t)me * b;
         if (recv != src)

@@ -210,8 +210,11 @@ struct occlComm {
     pthread_cond_t runner_cv;
     struct occl_task *runner_head, *runner_tail;
     bool runner_started, runner_stop;
-    /* A task runs on the runner, or on the thread that issued it (enqueue.c). */
-    bool runner_busy, caller_busy;
+    /* Tasks queued for or running on the runner (changed under runner_lock,
+     * read without it), and whether a thread that issued a task runs it
+     * (enqueue.c: a call claims this without a lock when the runner has none). */
+    _Atomic int runner_load;
+    _Atomic bool caller_busy;
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
@@ -469,6 +472,9 @@ typedef struct occl_call {
         int ndesc;       /* WaitSignal: its descriptors, copied (freed by occl_call_release) */
         occlWaitSignalDesc_t *descs;
     } rma;
+    /* The stream as enqueue looked it up, for a call launched right away;
+     * none (NULL) in a group's calls: the stream may go before occlGroupEnd. */
+    or_stream_ref sref;
 } occl_call;
 
 /* rma.c: one-sided calls on symmetric memory windows. A window is named

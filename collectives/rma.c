@@ -516,7 +516,7 @@ occlResult_t occlPutSignal(const void *localbuff, size_t count, occlDataType_t d
                            unsigned int flags, occlComm_t comm, orStream_t stream)
 {
     occl_call c = {OCCL_COLL_PUTSIGNAL, comm, localbuff, NULL, count, datatype, {0}, false, NULL, peer,
-                   stream, -1, NULL, NULL, {0, peerWinOffset, sigIdx, ctx, 0, NULL}};
+                   stream, -1, NULL, NULL, {0, peerWinOffset, sigIdx, ctx, 0, NULL}, {0}};
     occlResult_t res = occlSuccess;
     if (flags)
         res = occl_fail(occlInvalidArgument, "PutSignal: flags 0x%x are not valid (must be 0, as in "
@@ -532,7 +532,7 @@ occlResult_t occlSignal(int peer, int sigIdx, int ctx, unsigned int flags, occlC
                         orStream_t stream)
 {
     occl_call c = {OCCL_COLL_SIGNAL, comm, NULL, NULL, 0, occlInt8, {0}, false, NULL, peer,
-                   stream, -1, NULL, NULL, {0, 0, sigIdx, ctx, 0, NULL}};
+                   stream, -1, NULL, NULL, {0, 0, sigIdx, ctx, 0, NULL}, {0}};
     if (flags)
         return occl_group_fail(occl_fail(occlInvalidArgument, "Signal: flags 0x%x are not valid (must "
                                                               "be 0, as in NCCL 2.31)", flags));
@@ -543,6 +543,6 @@ occlResult_t occlWaitSignal(int nDesc, occlWaitSignalDesc_t *signalDescs, occlCo
                             orStream_t stream)
 {
     occl_call c = {OCCL_COLL_WAITSIGNAL, comm, NULL, NULL, 0, occlInt8, {0}, false, NULL, 0,
-                   stream, -1, NULL, NULL, {0, 0, 0, 0, nDesc, signalDescs}};
+                   stream, -1, NULL, NULL, {0, 0, 0, 0, nDesc, signalDescs}, {0}};
     return occl_enqueue_call(&c);
 }

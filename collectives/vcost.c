@@ -1330,7 +1330,9 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
 {
     occlComm_t comm = calls[0].comm;
     bool p2p = calls[0].coll == OCCL_COLL_SEND || calls[0].coll == OCCL_COLL_RECV;
-    bool virt = or_vclock_virtual(), traced = or_trace_enabled();
+    /* A call begun on the calling thread (calls[0].ll) is neither: enqueue.c
+     * runs it there only then. */
+    bool virt = !calls[0].ll && or_vclock_virtual(), traced = !calls[0].ll && or_trace_enabled();
     uint64_t wall0 = traced && !virt ? or_trace_now() : 0, entry = *clock;
     int nr = comm->nranks;
     bool model = virt && nr > 1 && (p2p || calls[0].count > 0);

@@ -76,13 +76,13 @@ void or_stream_fail(orStream_t stream, orError_t err)
     atomic_compare_exchange_strong(&s->async_error, &none, (int)err);
 }
 
-orError_t or_stream_device(orStream_t stream, int *device)
+orError_t or_stream_ref_of(orStream_t stream, or_stream_ref *ref)
 {
     OR_API_BEGIN();
     or_stream *s;
     orError_t err = or_stream_resolve(stream, &s);
     if (err == orSuccess)
-        *device = s->dev->id;
+        *ref = (or_stream_ref){s, s->dev->id};
     return err;
 }
 
@@ -176,6 +176,12 @@ bool or_inline_task_begin(orStream_t stream, or_inline_task *task)
         return false;
     task->stream = s;
     return or_stream_inline_begin(s, &task->seq);
+}
+
+bool or_inline_task_begin_ref(const or_stream_ref *ref, or_inline_task *task)
+{
+    task->stream = ref->stream;
+    return or_stream_inline_begin(ref->stream, &task->seq);
 }
 
 void or_inline_task_end(or_inline_task *task) { or_stream_inline_end(task->stream, task->seq); }

@@ -63,9 +63,15 @@ void or_config_must_agree(const char *name, const char *unset_as);
  * default stream) report err, as a remote copy's failure is reported. */
 void or_stream_fail(orStream_t stream, orError_t err);
 
-/* The device stream runs on (NULL: the current device); orSuccess or
- * orErrorInvalidResourceHandle. */
-orError_t or_stream_device(orStream_t stream, int *device);
+/* The stream a handle names (NULL: the current device's default stream)
+ * and the device it runs on, for a call that may begin an inline task on
+ * it at once (or_inline_task_begin_ref); valid while the stream is.
+ * orSuccess or orErrorInvalidResourceHandle. */
+typedef struct {
+    void *stream;
+    int device;
+} or_stream_ref;
+orError_t or_stream_ref_of(orStream_t stream, or_stream_ref *ref);
 
 /* Inside a kernel or host function (on a device worker thread). */
 bool or_on_worker_thread(void);
@@ -141,6 +147,7 @@ uint64_t or_mem_free_count(void);
  * yet; a debug query for tests. */
 uint64_t or_remote_posted_writes(uint64_t *unacked);
 bool or_inline_task_begin(orStream_t stream, or_inline_task *task);
+bool or_inline_task_begin_ref(const or_stream_ref *ref, or_inline_task *task);
 void or_inline_task_end(or_inline_task *task);
 or_handed_task or_inline_task_hand(or_inline_task *task);
 /* Bind the calling thread to the cores of this process's device `device` as

@@ -470,7 +470,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
         st->fp = comm->fp;
         st->seq = comm->fp.seq;
         st->free_need = 0;
-        memset(st->seen, 0, sizeof st->seen);
+        memset(st->seen, 0, (size_t)(comm->nranks + 63) / 64 * sizeof st->seen[0]); /* the words in use */
         st->begun = true;
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks: low-latency path, on the %s thread", comm->rank,
                   occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,

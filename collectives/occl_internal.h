@@ -215,6 +215,9 @@ struct occlComm {
      * (enqueue.c: a call claims this without a lock when the runner has none). */
     _Atomic int runner_load;
     _Atomic bool caller_busy;
+    /* The low-latency path (ll.c): every peer of the node had finished at
+     * least this call when this rank last looked (their `done` only grow). */
+    uint64_t ll_peers_done;
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running

@@ -69,8 +69,10 @@ struct occl_ll_area {
     _Alignas(64) _Atomic uint64_t done; /* the last call this rank has read its peers' boxes for */
     /* Whom this rank sleeps for: the rank whose box it needs next, WAIT_FREE
      * (any peer's done moving), or WAIT_NONE. A poster wakes only the
-     * readers that sleep for it: the others would look and sleep again. */
-    _Atomic int32_t sleeps_for;
+     * readers that sleep for it: the others would look and sleep again.
+     * Every peer reads it at every call and it seldom changes: a line of
+     * its own, not done's, which its owner writes at every call. */
+    _Alignas(64) _Atomic int32_t sleeps_for;
     /* With sleeps_for WAIT_FREE: the `done` every peer must reach for this
      * rank's box to be free; a peer wakes it only when its own done
      * crosses it (the last one to cross finds it still asleep). */

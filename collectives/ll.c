@@ -43,15 +43,16 @@
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_TUNING
 #include "occl_internal.h"
 
-/* One rank's input to one call: a header, then OCCL_LL_MAX_BYTES of data. */
+/* One rank's input to one call: a header, then OCCL_LL_MAX_BYTES of data,
+ * right after it: a reader of a small call's box touches two cache lines. */
 typedef struct occl_ll_box {
     _Alignas(64) _Atomic uint64_t seq; /* the call whose input data holds; written last */
+    uint64_t bytes;
     /* Its fingerprint and the one of the collective before it: a call in
      * which no rank reads another's box (a Broadcast's root against a
      * Reduce's leaf) is found mismatched at the next call that reads. */
     occl_fp_pair fp;
-    uint64_t bytes;
-    _Alignas(64) unsigned char data[];
+    _Alignas(16) unsigned char data[];
 } occl_ll_box;
 
 /* A rank's boxes are used by its calls in turn: a root that only posts

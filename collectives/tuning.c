@@ -513,8 +513,6 @@ occl_choice occl_plan_choice(const occl_call *c)
     struct occl_plan_entry *e = NULL;
     bool cached = false;
     if (comm->vbps && cand && ((cand & (cand - 1)) || (pmask & (pmask - 1)))) {
-        /* An NCCL tuner plugin is shown every candidate's replayed time:
-         * none is left out for its floor. */
         e = plan_slot(comm, c, c->coll == OCCL_COLL_REDUCE ? c->root : -1);
         cached = e->used;
         if (cached) {
@@ -523,6 +521,8 @@ occl_choice occl_plan_choice(const occl_call *c)
             occl_vcost_view model_view;
             bool built = occl_vcost_view_make(comm, &model_view) == 0;
             system_ctx ctx = {built ? &model_view.s : NULL, comm->vbps};
+            /* An NCCL tuner plugin is shown every candidate's replayed time:
+             * none is left out for its floor. */
             plan_model m = {system_estimate, comm->tuner ? NULL : system_bound, &ctx};
             choice = plan_from_model(c, cand, pmask, e, &m);
             if (built)

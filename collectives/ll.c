@@ -26,8 +26,10 @@
  * Waiting adapts to the cores: with a core per rank of the node, a short
  * spin catches a peer that is about to post; with more ranks than cores
  * the spin would only keep the peer off the core, so the wait yields at
- * once. Either way it sleeps on the doorbell after a while, so a long wait
- * costs the ranks that compute nothing (tests/mpi/occl_fairness.c).
+ * once, or naps when it follows a poster that runs ahead (note_pace), or
+ * sleeps at once when it is a full window's. Either way it sleeps on the
+ * doorbell after a while, so a long wait costs the ranks that compute
+ * nothing (tests/mpi/occl_fairness.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -120,6 +122,7 @@ void occl_ll_init(occl_ctrl *c, int nranks) { atomic_store(&area_of(c, nranks)->
 /* ---- settings ------------------------------------------------------------------ */
 
 static uint64_t caller_wait_ns = OCCL_CALLER_WAIT_DEFAULT_US * 1000u; /* OCCL_CALLER_WAIT_US */
+static uint64_t nap_ns = OCCL_LL_NAP_DEFAULT_US * 1000u;               /* OCCL_LL_NAP_US */
 
 static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out)
 {
@@ -152,6 +155,15 @@ bool occl_ll_settings(char *error, size_t size)
             return false;
         }
         caller_wait_ns = v * 1000u;
+    }
+    env = getenv("OCCL_LL_NAP_US");
+    if (env) {
+        if (!parse_uint(env, 1000, &v)) {
+            snprintf(error, size, "OCCL_LL_NAP_US='%.40s' is not valid: expected microseconds "
+                                  "from 0 (readers that catch up yield) to 1000", env);
+            return false;
+        }
+        nap_ns = v * 1000u;
     }
     return true;
 }
@@ -188,6 +200,22 @@ static bool reads(const occl_call *c, int me, int j)
     case OCCL_COLL_BROADCAST:
     case OCCL_COLL_SCATTER: return j == c->root;
     default: return true;
+    }
+}
+
+/* In a rooted call that rank `me` reads, the peer whose posts it follows:
+ * a Broadcast's or Scatter's root for a leaf, a leaf (the root's
+ * predecessor: any one shows the pace) for a Reduce's or Gather's root;
+ * -1 when me reads nothing or everyone posts. */
+static int rooted_poster(const occl_call *c, int me)
+{
+    int n = c->comm->nranks;
+    switch (c->coll) {
+    case OCCL_COLL_BROADCAST:
+    case OCCL_COLL_SCATTER: return me == c->root ? -1 : c->root;
+    case OCCL_COLL_REDUCE:
+    case OCCL_COLL_GATHER: return me == c->root ? (c->root + n - 1) % n : -1;
+    default: return -1;
     }
 }
 
@@ -248,6 +276,21 @@ typedef bool (*ready_fn)(occlComm_t comm, const occl_call *c, occl_ll_state *st,
  * docs/occl-perf.md); a yield hands the core to any rank that can run. */
 enum { SPIN_NS = 20000, YIELD_NS = 100000, OVERSUBSCRIBED_YIELD_NS = 300000, CHECK_NS = 1000000 };
 
+/* ns, or less if the caller gives up sooner. */
+static uint64_t capped(const occl_ll_state *st, uint64_t now, uint64_t ns)
+{
+    if (st->give_up_ns && st->give_up_ns - now < ns)
+        ns = st->give_up_ns > now ? st->give_up_ns - now : 0;
+    return ns;
+}
+
+/* Sleep on this rank's doorbell while it still reads `bell`, at most ns. */
+static void bell_wait(occl_ctrl *me, uint32_t bell, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    syscall(SYS_futex, (uint32_t *)&me->doorbell, FUTEX_WAIT, bell, &ts, NULL, 0);
+}
+
 /* Until ready() says so, fails, or the deadline, an abort or the caller's
  * give-up comes. Before it sleeps a rank says for whom (sleeps_for): for
  * the first peer whose box it still needs (ready() leaves it in
@@ -261,6 +304,17 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
     occl_ctrl *me = comm->ctrl;
     occl_ll_area *area = area_of(me, comm->nranks);
     uint64_t start = or_now_ns(), deadline = 0, next_check = start + CHECK_NS;
+    /* A poster whose window is full waits for its readers to free half of
+     * it, many calls: with more ranks than cores it sleeps at once, and the
+     * reader whose done crosses that point wakes it, once per half window. */
+    uint64_t yield_ns = !comm->oversubscribed ? YIELD_NS : check_peers ? OVERSUBSCRIBED_YIELD_NS : 0;
+    /* A rooted call's reader whose poster runs ahead in a stream of calls:
+     * a yield would hand the core to another reader that yields in turn,
+     * a round of switches per post; a short nap that no post ends lets the
+     * poster post a batch meanwhile (docs/occl-perf.md). Once: a nap that
+     * finds nothing new means the stream has stopped. */
+    bool may_nap = check_peers && comm->oversubscribed && comm->ll_ahead > 0 && nap_ns &&
+                   rooted_poster(c, comm->rank) >= 0;
     for (unsigned looks = 1;; looks++) {
         uint32_t bell = atomic_load(&me->doorbell);
         if (ready(comm, c, st, &err) || err != occlSuccess)
@@ -293,7 +347,14 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
                     return err;
             }
         }
-        if (now - start < (comm->oversubscribed ? OVERSUBSCRIBED_YIELD_NS : YIELD_NS)) {
+        if (may_nap) {
+            may_nap = false;
+            comm->ll_ahead = 0;
+            atomic_fetch_add_explicit(&comm->ll_naps, 1, memory_order_relaxed);
+            bell_wait(me, bell, capped(st, now, nap_ns));
+            continue;
+        }
+        if (now - start < yield_ns) {
             sched_yield();
             continue;
         }
@@ -306,11 +367,7 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
         /* If the first missing box came meanwhile, the next one's poster does
          * not know about this sleep yet: say so first. */
         if (!ready(comm, c, st, &err) && err == occlSuccess && (!check_peers || st->missing == whom)) {
-            uint64_t nap = next_check > now ? next_check - now : 0;
-            if (st->give_up_ns && st->give_up_ns - now < nap)
-                nap = st->give_up_ns > now ? st->give_up_ns - now : 0;
-            struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
-            syscall(SYS_futex, (uint32_t *)&me->doorbell, FUTEX_WAIT, bell, &ts, NULL, 0);
+            bell_wait(me, bell, capped(st, now, next_check > now ? next_check - now : 0));
         }
         atomic_fetch_sub(&me->sleepers, 1);
         atomic_store_explicit(&area->sleeps_for, WAIT_NONE, memory_order_relaxed);
@@ -413,6 +470,31 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
 
 /* ---- the call -------------------------------------------------------------------- */
 
+/* How many calls a reader may nap in after it found its poster done with a
+ * later call, a stream of calls the poster makes without waiting. */
+enum { AHEAD_CALLS = 16 };
+
+/* After a rooted call's read: whether its poster runs ahead, done with a
+ * later call already. Done, not posted: a root's next call may be one it
+ * posts to and then waits in for this reader (a Reduce after its
+ * Broadcast); it cannot be done with that one before this reader posts, so
+ * a chain of calls that need each other never naps. */
+static void note_pace(occlComm_t comm, uint64_t seq, int poster)
+{
+    if (!comm->oversubscribed)
+        return;
+    occl_ll_area *a = area_of(comm->peers[poster].ctrl, comm->nranks);
+    if (atomic_load_explicit(&a->done, memory_order_relaxed) > seq)
+        comm->ll_ahead = AHEAD_CALLS;
+    else if (comm->ll_ahead > 0)
+        comm->ll_ahead--;
+}
+
+uint64_t occl_comm_ll_naps(occlComm_t comm)
+{
+    return occl_comm_valid(comm) ? atomic_load(&comm->ll_naps) : 0;
+}
+
 static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, uint64_t seq)
 {
     return j == comm->rank ? c->sendbuff
@@ -513,6 +595,9 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
     res = wait_until(comm, c, st, boxes_posted, true);
     if (res != occlSuccess)
         return res;
+    int poster = rooted_poster(c, comm->rank);
+    if (poster >= 0)
+        note_pace(comm, st->seq, poster);
     res = finish(comm, c, st->seq);
     uint64_t was = atomic_exchange(&mine->done, st->seq); /* sequentially consistent: see wait_until */
     for (int j = 0; j < comm->nranks; j++)

@@ -218,6 +218,11 @@ struct occlComm {
     /* The low-latency path (ll.c): every peer of the node had finished at
      * least this call when this rank last looked (their `done` only grow). */
     uint64_t ll_peers_done;
+    /* Calls left in which a rooted call's reader that has caught up with its
+     * poster naps instead of yielding: set when the poster was found two
+     * calls ahead (ll.c). */
+    int ll_ahead;
+    _Atomic uint64_t ll_naps; /* how many times; occl_comm_ll_naps reads it (tests) */
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
@@ -518,6 +523,9 @@ bool occl_window_by_index(occlComm_t comm, uint64_t index, void **user, size_t *
 /* How long a call run on the calling thread waits for its peers before the
  * communicator's thread takes it over (OCCL_CALLER_WAIT_US). */
 #define OCCL_CALLER_WAIT_DEFAULT_US 200
+/* How long a rooted call's reader that caught up with a poster running
+ * ahead naps before it looks again (OCCL_LL_NAP_US). */
+#define OCCL_LL_NAP_DEFAULT_US 20
 typedef struct occl_ll_area occl_ll_area;
 typedef struct occl_ll_state {
     bool begun;          /* seq and fp are set */
@@ -616,6 +624,8 @@ void occl_regs_release(occlComm_t comm);
 bool occl_buffer_registered(occlComm_t comm, const void *p, size_t bytes);
 /* The staged-bytes counter above; a debug query for tests, not in occl.h. */
 uint64_t occl_comm_staged_bytes(occlComm_t comm);
+/* The naps of the low-latency path's readers (ll.c); the same kind of query. */
+uint64_t occl_comm_ll_naps(occlComm_t comm);
 static inline void occl_staged(occlComm_t comm, size_t bytes)
 {
     atomic_fetch_add_explicit(&comm->staged_bytes, bytes, memory_order_relaxed);

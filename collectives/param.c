@@ -33,6 +33,7 @@ static const struct occlParamHandle params[] = {
     {"OCCL_PROFILER_PLUGIN", P_STR, "", "NCCL_PROFILER_PLUGIN"},
     {"OCCL_LL_MAX_BYTES", P_U64, "4096", NULL},
     {"OCCL_CALLER_WAIT_US", P_U64, "200", NULL},
+    {"OCCL_LL_NAP_US", P_U64, "20", NULL},
     {"OCCL_DEBUG", P_STR, "WARN", NULL},
     {"OCCL_DEBUG_SUBSYS", P_STR, "ALL", NULL},
     {"OCCL_DEBUG_FILE", P_STR, "", NULL},

@@ -16,8 +16,8 @@
 
 static const char *const documented[] = {
     "OCCL_TIMEOUT_MS", "OCCL_ALGO", "OCCL_PROTO", "OCCL_CHECK_CALLS", "OCCL_TUNER_PLUGIN",
-    "OCCL_PROFILER_PLUGIN", "OCCL_LL_MAX_BYTES", "OCCL_CALLER_WAIT_US", "OCCL_DEBUG",
-    "OCCL_DEBUG_SUBSYS", "OCCL_DEBUG_FILE"};
+    "OCCL_PROFILER_PLUGIN", "OCCL_LL_MAX_BYTES", "OCCL_CALLER_WAIT_US", "OCCL_LL_NAP_US",
+    "OCCL_DEBUG", "OCCL_DEBUG_SUBSYS", "OCCL_DEBUG_FILE"};
 #define NDOC (int)(sizeof documented / sizeof documented[0])
 
 static void unset_all(void)

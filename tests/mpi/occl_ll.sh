@@ -1,8 +1,8 @@
 #!/bin/sh
 # The low-latency path (collectives/ll.c): which calls take it, as
-# OCCL_DEBUG=INFO logs them; on which thread; OCCL_LL_MAX_BYTES and
-# OCCL_CALLER_WAIT_US, and their bad values. Every run checks its results
-# (occl_perf -c 1: no wrong element).
+# OCCL_DEBUG=INFO logs them; on which thread; OCCL_LL_MAX_BYTES,
+# OCCL_CALLER_WAIT_US and OCCL_LL_NAP_US, and their bad values. Every run
+# checks its results (occl_perf -c 1: no wrong element).
 set -eu
 passed=0
 failed=0
@@ -55,7 +55,7 @@ else bad "OCCL_CALLER_WAIT_US=0: on the calling thread"; fi
 # Bad values: the call fails with the reason (one process, without mpiexec:
 # a job that aborts may lose the failing rank's last lines).
 for setting in OCCL_LL_MAX_BYTES=16385 OCCL_LL_MAX_BYTES=4k OCCL_LL_MAX_BYTES=-1 OCCL_CALLER_WAIT_US=1000001 \
-    OCCL_CALLER_WAIT_US=x; do
+    OCCL_CALLER_WAIT_US=x OCCL_LL_NAP_US=1001 OCCL_LL_NAP_US=20us; do
     out=$(timeout 60 env OPENREG_DEVICES=1 "$setting" ./tests/perf/occl_perf --coll allreduce -b 8 -e 8 \
         -n 1 -w 0 2>&1) && rc=0 || rc=$?
     if [ "$rc" -ne 0 ] && echo "$out" | grep -q "${setting%%=*}='${setting#*=}' is not valid"; then

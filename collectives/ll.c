@@ -124,47 +124,38 @@ void occl_ll_init(occl_ctrl *c, int nranks) { atomic_store(&area_of(c, nranks)->
 static uint64_t caller_wait_ns = OCCL_CALLER_WAIT_DEFAULT_US * 1000u; /* OCCL_CALLER_WAIT_US */
 static uint64_t nap_ns = OCCL_LL_NAP_DEFAULT_US * 1000u;               /* OCCL_LL_NAP_US */
 
-static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+/* Setting `name`, when set, into *v: a number from 0 to max, or false with
+ * the reason in error (`what`: the unit and what 0 means). */
+static bool uint_setting(const char *name, unsigned long long max, const char *what, unsigned long long *v,
+                         char *error, size_t size)
 {
+    const char *env = getenv(name);
+    if (!env)
+        return true;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s < '0' || *s > '9' || errno || *end || v > max)
+    unsigned long long x = strtoull(env, &end, 10);
+    if (*env < '0' || *env > '9' || errno || *end || x > max) {
+        snprintf(error, size, "%s='%.40s' is not valid: expected %s to %llu", name, env, what, max);
         return false;
-    *out = v;
+    }
+    *v = x;
     return true;
 }
 
 bool occl_ll_settings(char *error, size_t size)
 {
-    const char *env = getenv("OCCL_LL_MAX_BYTES");
-    unsigned long long v;
-    if (env) {
-        if (!parse_uint(env, OCCL_LL_BOX_BYTES, &v)) {
-            snprintf(error, size, "OCCL_LL_MAX_BYTES='%.40s' is not valid: expected bytes from 0 "
-                                  "(the low-latency path off) to %d", env, OCCL_LL_BOX_BYTES);
-            return false;
-        }
-        ll_max_bytes = (size_t)v;
-    }
-    env = getenv("OCCL_CALLER_WAIT_US");
-    if (env) {
-        if (!parse_uint(env, 1000000, &v)) {
-            snprintf(error, size, "OCCL_CALLER_WAIT_US='%.40s' is not valid: expected microseconds "
-                                  "from 0 (never run a call on the calling thread) to 1000000", env);
-            return false;
-        }
-        caller_wait_ns = v * 1000u;
-    }
-    env = getenv("OCCL_LL_NAP_US");
-    if (env) {
-        if (!parse_uint(env, 1000, &v)) {
-            snprintf(error, size, "OCCL_LL_NAP_US='%.40s' is not valid: expected microseconds "
-                                  "from 0 (readers that catch up yield) to 1000", env);
-            return false;
-        }
-        nap_ns = v * 1000u;
-    }
+    unsigned long long bytes = ll_max_bytes, wait_us = caller_wait_ns / 1000u, nap_us = nap_ns / 1000u;
+    if (!uint_setting("OCCL_LL_MAX_BYTES", OCCL_LL_BOX_BYTES, "bytes from 0 (the low-latency path off)", &bytes,
+                      error, size) ||
+        !uint_setting("OCCL_CALLER_WAIT_US", 1000000,
+                      "microseconds from 0 (never run a call on the calling thread)", &wait_us, error, size) ||
+        !uint_setting("OCCL_LL_NAP_US", 1000, "microseconds from 0 (readers that catch up yield)", &nap_us,
+                      error, size))
+        return false;
+    ll_max_bytes = (size_t)bytes;
+    caller_wait_ns = wait_us * 1000u;
+    nap_ns = nap_us * 1000u;
     return true;
 }
 

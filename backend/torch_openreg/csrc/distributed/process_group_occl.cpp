@@ -706,8 +706,7 @@ std::shared_ptr<OcclComm> ProcessGroupOCCL::comm_for(int device) {
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &device,
                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
-                      const Launch &launch, const std::function<void()> &after,
-                      bool caller_waits) {
+                      const Launch &launch, const std::function<void()> &after) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!closed_, "occl ", name, ": the process group is shut down (or aborted)");
     c10::DeviceGuard guard(device);
@@ -775,10 +774,6 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
     else
         work->recorded(stream);
     if (work->settle(false) && work->isSuccess())
-        return work;
-    // Its caller waits for it right away, on the host: the watcher waiting
-    // as well would only add a thread taking turns on the cores.
-    if (caller_waits && blocking_wait())
         return work;
     {
         std::lock_guard<std::mutex> qlock(queue_mutex_);
@@ -990,8 +985,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(std::vector<at::Tenso
     return run("broadcast", c10d::OpType::BROADCAST, t.device(), tensors, {},
                [&](occlComm_t c, orStream_t s) {
                    return occlBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), type, root, c, s);
-               },
-               nullptr, !opts.asyncOp);
+               });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tensor> &tensors,
@@ -1012,8 +1006,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(std::vector<at::Tenso
                        return op.result();
                    return occlAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), red.type, op.op(),
                                         c, s);
-               },
-               nullptr, !opts.asyncOp);
+               });
 }
 
 // OCCL, like NCCL, has no bitwise reductions: every rank's tensor is
@@ -1091,8 +1084,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(std::vector<at::Tensor> 
                        return op.result();
                    return occlReduce(t.data_ptr(), t.data_ptr(), t.numel(), red.type, op.op(), root,
                                      c, s);
-               },
-               nullptr, !opts.asyncOp);
+               });
 }
 
 c10::intrusive_ptr<c10d::Work>

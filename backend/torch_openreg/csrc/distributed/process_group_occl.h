@@ -240,13 +240,10 @@ class ProcessGroupOCCL : public c10d::Backend {
     int default_device();
     c10::intrusive_ptr<c10d::Work> bitwise_allreduce(const at::Tensor &t,
                                                      c10d::ReduceOp::RedOpType kind);
-    // Launches a call on the current stream of device and returns its work;
-    // caller_waits: a synchronous call (asyncOp false), waited for at once.
     c10::intrusive_ptr<c10d::Work> run(const char *name, c10d::OpType type,
                                        const at::Device &device, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep_alive, const Launch &launch,
-                                       const std::function<void()> &after = nullptr,
-                                       bool caller_waits = false);
+                                       const std::function<void()> &after = nullptr);
     void watch();
     // Lets the watcher finish the works in flight and joins it.
     void stop_watcher();

@@ -4,6 +4,7 @@ occl on openreg devices against gloo on CPU, measured in the same run.
     orrun -n 4 -d 1 -- backend/torch_openreg/tests/torch-python \\
         ../backend/torch_openreg/benchmarks/dist_perf.py [--max-mib 64] [--seconds 0.3]
         [--ops all_reduce,all_gather_into_tensor,reduce_scatter_tensor] [--fsdp-steps 10]
+        [--rusage]
 
 For each collective and size, a float32 tensor goes through the call
 repeatedly for about --seconds on each backend, after warm-up; a call counts
@@ -12,7 +13,11 @@ nccl-tests': the all-reduce's tensor, the all-gather's output and the
 reduce-scatter's input (a multiple of the rank count, so 4 B becomes 4 B
 per rank). Rank 0 prints one row per size: the mean time per call of the
 slowest rank on each backend, gloo's time over occl's (above 1: occl is
-faster), and occl's algorithm bandwidth (bytes / time).
+faster), and occl's algorithm bandwidth (bytes / time). With --rusage, a
+line after each row gives, for each backend, the CPU time and the voluntary
+and involuntary context switches per call of a process (all its threads,
+getrusage), the mean over the ranks: on an oversubscribed host the switches,
+not the instructions, are what a small call's time follows.
 
 Then one FSDP2 training step (fully_shard on each block of an MLP and on the
 whole, forward, backward, SGD) on a 1-D mesh: openreg over occl against CPU
@@ -23,6 +28,7 @@ it stays below ~1.5 (the host's 2 cores are shared with other jobs).
 """
 import argparse
 import os
+import resource
 import time
 
 import torch
@@ -53,16 +59,32 @@ def slowest(seconds, gloo):
     return took.item()
 
 
+def usage():
+    """CPU seconds and voluntary and involuntary context switches of this
+    process so far, all threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return torch.tensor([r.ru_utime + r.ru_stime, r.ru_nvcsw, r.ru_nivcsw], dtype=torch.float64)
+
+
+def mean_over_ranks(t, gloo):
+    dist.all_reduce(t, group=gloo)
+    return t / dist.get_world_size()
+
+
 def timed(call, seconds, gloo):
-    """Mean seconds per call (the slowest rank's), over about `seconds`."""
+    """Mean seconds per call (the slowest rank's), over about `seconds`, and
+    usage() per call of a process (the mean over the ranks)."""
     for _ in range(3):
         call()
     iters = agreed_iters(call, seconds, gloo)
     dist.barrier(group=gloo)
+    before = usage()
     start = time.perf_counter()
     for _ in range(iters):
         call()
-    return slowest((time.perf_counter() - start) / iters, gloo)
+    took = time.perf_counter() - start
+    per_call = (usage() - before) / iters
+    return slowest(took / iters, gloo), mean_over_ranks(per_call, gloo)
 
 
 def collective(op, nbytes, size, device, group):
@@ -93,12 +115,18 @@ def bench_collectives(args, rank, size, dev, gloo):
         nbytes = 4
         while nbytes <= args.max_mib * (1 << 20):
             call, used = collective(op, nbytes, size, dev, None)
-            t_occl = timed(call, args.seconds, gloo)
+            t_occl, u_occl = timed(call, args.seconds, gloo)
             call, _ = collective(op, nbytes, size, torch.device("cpu"), gloo)
-            t_gloo = timed(call, args.seconds, gloo)
+            t_gloo, u_gloo = timed(call, args.seconds, gloo)
             if rank == 0:
                 print(f"{used:>10} {t_occl * 1e6:>10.1f} {t_gloo * 1e6:>10.1f} "
                       f"{t_gloo / t_occl:>10.2f} {used / t_occl / 1e9:>10.3f}", flush=True)
+                if args.rusage:
+                    print(f"{'':>10} per call and process: " +
+                          "; ".join(f"{name} cpu {u[0] * 1e6:.1f} us, vcsw {u[1]:.3f}, "
+                                    f"ivcsw {u[2]:.3f}"
+                                    for name, u in (("occl", u_occl), ("gloo", u_gloo))),
+                          flush=True)
             nbytes *= 16
 
 
@@ -155,6 +183,8 @@ def main():
     parser.add_argument("--ops", default=",".join(OPS), help="'' for none")
     parser.add_argument("--fsdp-steps", type=int, default=10,
                         help="FSDP2 steps to time (0: no FSDP2 step)")
+    parser.add_argument("--rusage", action="store_true",
+                        help="also print CPU time and context switches per call")
     args = parser.parse_args()
     # The default group carries both: FSDP2 on CPU takes the default group's
     # gloo, on openreg its occl.

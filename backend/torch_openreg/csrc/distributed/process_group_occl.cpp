@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <strings.h>
 
 #include <ATen/core/ivalue.h>
 #include <c10/core/DeviceGuard.h>
@@ -331,11 +332,7 @@ ProcessGroupOCCL::WorkOCCL::WorkOCCL(int rank, c10d::OpType type, const char *na
                                      std::vector<at::Tensor> keep_alive,
                                      std::chrono::milliseconds timeout)
     : c10d::Work(rank, type), name_(name), comm_(std::move(comm)), outputs_(std::move(outputs)),
-      keep_alive_(std::move(keep_alive)), timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {
-    OR_TORCH_CHECK(orEventCreate(&event_));
-}
+      keep_alive_(std::move(keep_alive)), timeout_(timeout) {}
 
 ProcessGroupOCCL::WorkOCCL::~WorkOCCL() {
     if (event_)
@@ -343,19 +340,21 @@ ProcessGroupOCCL::WorkOCCL::~WorkOCCL() {
 }
 
 bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
-    std::unique_lock<std::mutex> lock(settle_mutex_, std::defer_lock);
-    if (block) {
-        lock.lock();
-    } else if (!lock.try_lock()) {
-        return false; // another thread is settling it right now
-    }
     if (settled_)
         return true;
     if (!recorded_)
         return false; // its coalescing has not ended
+    // Waited for without settle_mutex_: the waiter and the watcher may both
+    // wait on the event, and the first to see it complete settles the work;
+    // neither waits for the other.
     orError_t e = block ? orEventSynchronize(event_) : orEventQuery(event_);
     if (e == orErrorNotReady)
         return false;
+    complete(e);
+    return true;
+}
+
+void ProcessGroupOCCL::WorkOCCL::complete(orError_t e) {
     std::exception_ptr failure;
     if (e != orSuccess) {
         failure = error_ptr(c10::str("occl ", name_, ": waiting for its event failed: ",
@@ -365,18 +364,26 @@ bool ProcessGroupOCCL::WorkOCCL::settle(bool block) {
         if (!why.empty())
             failure = error_ptr(why);
     }
-    settled_ = true;
+    std::lock_guard<std::mutex> lock(settle_mutex_);
+    if (settled_)
+        return;
     keep_alive_.clear();
     finish(failure);
-    if (failure)
-        future_->setError(failure);
+    if (future_)
+        complete_future();
+    settled_ = true;
+}
+
+void ProcessGroupOCCL::WorkOCCL::complete_future() {
+    if (exception_)
+        future_->setError(exception_);
     else
         future_->markCompleted(c10::IValue(outputs_));
-    return true;
 }
 
 void ProcessGroupOCCL::WorkOCCL::recorded(orStream_t stream) {
-    std::lock_guard<std::mutex> lock(settle_mutex_);
+    if (!event_)
+        OR_TORCH_CHECK(orEventCreate(&event_));
     OR_TORCH_CHECK(orEventRecord(event_, stream));
     recorded_ = true;
 }
@@ -385,12 +392,12 @@ void ProcessGroupOCCL::WorkOCCL::drop(const std::string &why) {
     std::lock_guard<std::mutex> lock(settle_mutex_);
     if (settled_)
         return;
-    settled_ = true;
     recorded_ = true;
     keep_alive_.clear();
-    auto failure = error_ptr(why);
-    finish(failure);
-    future_->setError(failure);
+    finish(error_ptr(why));
+    if (future_)
+        complete_future();
+    settled_ = true;
 }
 
 bool ProcessGroupOCCL::WorkOCCL::isCompleted() {
@@ -479,6 +486,14 @@ void ProcessGroupOCCL::WorkOCCL::synchronize() {}
 std::vector<at::Tensor> ProcessGroupOCCL::WorkOCCL::result() { return outputs_; }
 
 c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupOCCL::WorkOCCL::getFuture() {
+    // Made on demand: most works (a wait()ed call) never have theirs asked for.
+    std::lock_guard<std::mutex> lock(settle_mutex_);
+    if (!future_) {
+        future_ = c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()));
+        if (settled_)
+            complete_future();
+    }
     return future_;
 }
 
@@ -644,6 +659,21 @@ void ProcessGroupOCCL::watch() {
     }
 }
 
+namespace {
+
+// Whether everything enqueued on stream has completed. Not under virtual
+// time, where waiting for a call's event also moves the host's clock to the
+// call's end (orEventSynchronize).
+bool drained(orStream_t stream) {
+    static const bool virtual_time = [] {
+        const char *v = std::getenv("OPENREG_TIME");
+        return v && strcasecmp(v, "virtual") == 0;
+    }();
+    return !virtual_time && orStreamQuery(stream) == orSuccess;
+}
+
+} // namespace
+
 std::shared_ptr<OcclComm> ProcessGroupOCCL::comm_for(int device) {
     auto it = comms_.find(device);
     if (it != comms_.end())
@@ -690,6 +720,7 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
                     " (the calls of one coalescing share one device); the coalescing is dropped");
     }
     std::shared_ptr<OcclComm> comm;
+    orStream_t stream = nullptr;
     occlResult_t res = occlSuccess;
     std::string failure;
     try {
@@ -699,7 +730,7 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
         failure = comm->failure(name);
         TORCH_CHECK(failure.empty(), failure);
         last_device_ = device.index();
-        orStream_t stream = current_stream_handle(device.index());
+        stream = current_stream_handle(device.index());
         if (coalesced && !group_open_) {
             OCCL_CHECK(occlGroupStart(), name, comm->comm);
             group_open_ = true;
@@ -731,13 +762,17 @@ ProcessGroupOCCL::run(const char *name, c10d::OpType type, const at::Device &dev
         // wait inside the coalescing); the end's work is the one to wait on.
         return {};
     }
-    orStream_t stream = current_stream_handle(device.index());
     if (after)
         after(); // copies out of staging buffers, on the same stream
-    OR_TORCH_CHECK(orEventRecord(work->event_, stream));
     // A small call often ran to its end on this thread (OCCL's low-latency
-    // path): settled now, it costs the watcher no wake-up. A failure still
-    // goes to the watcher, which reports the first one.
+    // path): settled now, it costs the watcher no wake-up, and if that left
+    // the stream drained, no event either (making, recording, querying and
+    // destroying one costs about as much as the call). A failure still goes
+    // to the watcher, which reports the first one.
+    if (drained(stream))
+        work->complete(orSuccess);
+    else
+        work->recorded(stream);
     if (work->settle(false) && work->isSuccess())
         return work;
     {

@@ -6,6 +6,8 @@
 // Each call runs on the current stream of its tensors' device, in order with
 // the ops that produced them, and returns a Work completed through an
 // orEvent_t recorded after it: wait() blocks on it, isCompleted() polls it.
+// A call whose stream is drained when it returns (a small call OCCL ran on
+// the calling thread) is complete at once, without an event.
 // One OCCL communicator per device a group uses, made on first use; its
 // unique id travels through the group's c10d store (rank 0 sets, the others
 // get). docs/torch-distributed.md is the user's guide.
@@ -78,7 +80,13 @@ class ProcessGroupOCCL : public c10d::Backend {
         // Completes the work if its event has; block says whether to wait.
         // Returns whether it is complete. Safe to call from several threads.
         bool settle(bool block);
-        // A coalesced call's event is recorded at the end of the coalescing.
+        // Completes the work: e is how waiting for it ended; the
+        // communicator's state says whether it failed.
+        void complete(orError_t e);
+        // Completes future_ as the work completed (under settle_mutex_).
+        void complete_future();
+        // Records the work's event (made on first use) on stream, after the
+        // call: a coalesced call's at the end of the coalescing.
         void recorded(orStream_t stream);
         // Completes it failed, without an event (its coalescing was dropped).
         void drop(const std::string &why);
@@ -95,10 +103,12 @@ class ProcessGroupOCCL : public c10d::Backend {
         // has found it (the work outlives the receive: the watcher holds it
         // until its event, recorded after the receive, has completed).
         std::shared_ptr<int> source_;
+        // None for a call complete when it returned (see run()).
         orEvent_t event_ = nullptr;
+        // Made by getFuture() (under settle_mutex_).
         c10::intrusive_ptr<c10::ivalue::Future> future_;
-        std::mutex settle_mutex_;
-        bool settled_ = false;
+        std::mutex settle_mutex_; // held while completing, never while waiting
+        std::atomic<bool> settled_{false};
         // False while its coalescing is open. Atomic: stream_wait() reads it
         // without settle_mutex_, which the watcher holds while it blocks.
         std::atomic<bool> recorded_{true};

@@ -215,10 +215,11 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     bool here = false;
     if (s->head == op && !s->busy && !s->queued && !s->blocked && !s->fenced) {
         here = take_record_locked(s) == op;
-        if (!here && posts_write(op) && !or_vt_on) {
-            /* A write to post, at the head of an idle stream: the issuing
-             * thread builds its message and hands it to the proxy, no
-             * worker needed (op_execute). */
+        if (!here && op->kind == OR_OP_REMOTE_COPY && !or_vt_on) {
+            /* A copy with another node at the head of an idle stream: the
+             * issuing thread hands it to the proxy (a write to post with its
+             * message built), no worker woken only to pass it on
+             * (op_execute). */
             s->busy = true;
             here = true;
         }

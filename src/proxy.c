@@ -798,6 +798,6 @@ orError_t or_proxy_call(or_proxy_req *req)
     req->done = call_done;
     req->user = (void *)&done;
     or_proxy_submit(req);
-    or_wait(&calls_done, call_finished, (void *)&done, 0);
+    or_wait_sleeping(&calls_done, call_finished, (void *)&done, 0);
     return req->status;
 }

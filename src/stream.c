@@ -371,7 +371,10 @@ orError_t or_stream_take_error(or_stream *s)
 void or_stream_wait_seq(or_stream *s, uint64_t seq)
 {
     seq_wait w = {s, seq};
-    or_wait(&s->done, seq_reached, &w, 0);
+    if (atomic_load(&s->posted) || atomic_load(&s->remote))
+        or_wait_sleeping(&s->done, seq_reached, &w, 0);
+    else
+        or_wait(&s->done, seq_reached, &w, 0);
 }
 
 /* Teardown: drop what never ran. */
@@ -557,6 +560,7 @@ static void remote_copy_done(or_proxy_req *req)
     or_strict_leave();
     if (req->status != orSuccess)
         remote_copy_failed(req, op->stream);
+    atomic_fetch_sub(&op->stream->remote, 1);
     or_stream_op_done(op);
 }
 
@@ -651,6 +655,7 @@ static void op_execute(or_stream *s, or_op *op)
         /* The proxy moves the bytes; the stream stays busy until it is done,
          * and the worker is free for other streams meanwhile. */
         req->done = remote_copy_done;
+        atomic_fetch_add(&s->remote, 1);
         or_proxy_submit(req);
         return;
     }

@@ -148,6 +148,9 @@ struct or_stream {
      * more such writes may start while any is posted; everything else, and
      * every synchronization, waits for the acknowledgements. */
     _Atomic int posted;
+    /* Other copies with another node handed to the proxy and not finished:
+     * with posted, what tells a synchronization it waits on the network. */
+    _Atomic int remote;
     bool fenced; /* the head waits for posted to drain (dev->lock) */
     uint64_t vt_clock; /* virtual: end of the last op issued (vclock lock) */
     /* Held host functions issued and not yet released: ops issued meanwhile

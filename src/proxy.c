@@ -4,6 +4,8 @@
  * Every rank keeps a few receives posted for requests (TAG_REQ, any source).
  * Every request takes one round trip, except a large write, which takes two:
  *   VALIDATE   req               -> reply {status, size}
+ *   GET inline req               -> reply {status, size} and, if ok, the data
+ *              in one message (up to OR_PROXY_INLINE_GET bytes)
  *   GET        req               -> reply {status}; then, if ok, the data.
  *              The requester posts the receive of the data with its request
  *              and cancels it if the owner refuses.
@@ -64,9 +66,10 @@ enum {
 };
 enum { W_KIND, W_ID, W_DEVICE, W_OFFSET, W_LENGTH, W_ALLOC, W_MODE }; /* wire[] slots */
 _Static_assert(W_MODE + 1 == OR_PROXY_WIRE_WORDS, "wire layout");
-/* How a write's bytes travel (W_MODE). */
+/* How a write's bytes travel (W_MODE); a read's are PLAIN or INLINE. */
 enum { MODE_PLAIN = 0, MODE_EAGER = 1, MODE_INLINE = 2, MODE_POSTED = 3 };
 #define WIRE_BYTES (OR_PROXY_WIRE_WORDS * sizeof(uint64_t))
+#define REPLY_BYTES (2 * sizeof(uint64_t)) /* {status, size}: an inline read's header */
 #define INCOMING_BYTES (WIRE_BYTES + OR_PROXY_INLINE_PUT) /* a request receive's buffer */
 /* A request's MPI slots: a reply, the header, and every chunk of its data. */
 _Static_assert(OR_PROXY_MAX_BYTES / OR_PROXY_CHUNK + 2 <= OR_PROXY_MAX_MPI, "request slots");
@@ -169,6 +172,32 @@ static int put_mode(const or_proxy_req *r)
     return r->length <= OR_PROXY_INLINE_PUT ? MODE_INLINE : MODE_EAGER;
 }
 
+/* A small read: the owner answers with one message, its status and the
+ * bytes, received into a scratch buffer (take_inline_get copies them out).
+ * One message less, and one MPI send less on the owner. False when out of
+ * memory or too large: a plain read then. */
+static bool start_inline_get(or_proxy_req *r)
+{
+    if (r->kind != OR_PROXY_GET || r->length > OR_PROXY_INLINE_GET)
+        return false;
+    r->scratch = malloc(REPLY_BYTES + r->length);
+    if (!r->scratch)
+        return false;
+    r->wire[W_MODE] = MODE_INLINE;
+    posted(r, MPI_Irecv(r->scratch, (int)(REPLY_BYTES + r->length), MPI_BYTE, r->peer,
+                        reply_tag(r->id), or_cl.comm, &r->mpi[r->nmpi]));
+    posted(r, MPI_Isend(r->wire, (int)WIRE_BYTES, MPI_BYTE, r->peer, TAG_REQ, or_cl.comm,
+                        &r->mpi[r->nmpi]));
+    return true;
+}
+
+static void take_inline_get(or_proxy_req *r)
+{
+    memcpy(r->reply, r->scratch, REPLY_BYTES);
+    if ((orError_t)r->reply[0] == orSuccess)
+        memcpy(r->local, (unsigned char *)r->scratch + REPLY_BYTES, r->length);
+}
+
 static void start_local(or_proxy_req *r)
 {
     r->id = px.next_id++;
@@ -184,6 +213,8 @@ static void start_local(or_proxy_req *r)
     r->wire[W_OFFSET] = r->offset;
     r->wire[W_LENGTH] = r->length;
     r->wire[W_ALLOC] = r->alloc_id;
+    if (start_inline_get(r))
+        return;
     int mode = put_mode(r);
     void *msg = r->wire;
     size_t bytes = WIRE_BYTES;
@@ -223,8 +254,8 @@ static void start_local(or_proxy_req *r)
 /* A refused read: its data will never come, so stop waiting for it. */
 static void cancel_refused_get(or_proxy_req *r)
 {
-    if (r->serving || r->kind != OR_PROXY_GET || r->cancelled || r->mpi[0] != MPI_REQUEST_NULL ||
-        (orError_t)r->reply[0] == orSuccess)
+    if (r->serving || r->kind != OR_PROXY_GET || r->wire[W_MODE] == MODE_INLINE || r->cancelled ||
+        r->mpi[0] != MPI_REQUEST_NULL || (orError_t)r->reply[0] == orSuccess)
         return;
     r->cancelled = true;
     for (int i = 1; i < r->nmpi; i++)
@@ -236,6 +267,8 @@ static void cancel_refused_get(or_proxy_req *r)
  * finished. */
 static bool advance_local(or_proxy_req *r)
 {
+    if (r->kind == OR_PROXY_GET && r->wire[W_MODE] == MODE_INLINE)
+        take_inline_get(r);
     orError_t status = (orError_t)r->reply[0];
     r->status = status;
     if (r->kind == OR_PROXY_VALIDATE)
@@ -300,6 +333,30 @@ static void send_pending_acks(void)
     px.npending = 0;
 }
 
+/* Answer a small read with one message: {status, 0}, then the bytes if ok. */
+static void serve_inline_get(or_proxy_req *r)
+{
+    uint64_t n = r->status == orSuccess ? r->length : 0;
+    unsigned char *msg = malloc(REPLY_BYTES + n);
+    if (!msg) { /* the status alone, from the request itself */
+        n = 0;
+        r->status = orErrorMemoryAllocation;
+        msg = (unsigned char *)r->reply;
+    } else {
+        r->scratch = msg;
+    }
+    uint64_t head[2] = {(uint64_t)r->status, 0};
+    memcpy(msg, head, REPLY_BYTES);
+    if (n) {
+        or_strict_enter();
+        memcpy(msg + REPLY_BYTES, r->target, n);
+        or_strict_leave();
+    }
+    r->phase = PHASE_CONFIRM;
+    posted(r, MPI_Isend(msg, (int)(REPLY_BYTES + n), MPI_BYTE, r->peer, reply_tag(r->id),
+                        or_cl.comm, &r->mpi[r->nmpi]));
+}
+
 /* A request message of `bytes` (header, then inline bytes) from source. */
 static void start_serving(const unsigned char *msg, size_t bytes, int source)
 {
@@ -330,8 +387,15 @@ static void start_serving(const unsigned char *msg, size_t bytes, int source)
                  : (mode == MODE_INLINE || mode == MODE_POSTED) &&
                        r->length <= OR_PROXY_INLINE_PUT && bytes == WIRE_BYTES + r->length) &&
                 (mode == MODE_INLINE || mode == MODE_POSTED || bytes == WIRE_BYTES);
-    if (!sane)
+    bool inline_get = r->kind == OR_PROXY_GET && wire[W_MODE] == MODE_INLINE;
+    if (!sane || (inline_get && r->length > OR_PROXY_INLINE_GET))
         r->status = orErrorInvalidValue;
+    if (inline_get) {
+        serve_inline_get(r);
+        r->next = px.active;
+        px.active = r;
+        return;
+    }
     if (mode == MODE_INLINE || mode == MODE_POSTED) {
         /* The bytes came with the request: into place now, then the reply
          * (a posted write's with the others of this poll). */
@@ -798,6 +862,6 @@ orError_t or_proxy_call(or_proxy_req *req)
     req->done = call_done;
     req->user = (void *)&done;
     or_proxy_submit(req);
-    or_wait(&calls_done, call_finished, (void *)&done, 0);
+    or_wait_sleeping(&calls_done, call_finished, (void *)&done, 0);
     return req->status;
 }

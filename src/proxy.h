@@ -41,6 +41,10 @@
  * refuses the copy. Larger writes wait for the go-ahead (one round trip more,
  * small next to the transfer itself). */
 #define OR_PROXY_EAGER_PUT ((uint64_t)1 << 20)
+/* A read up to this size comes back in one message, the owner's status with
+ * the bytes, through a scratch buffer: one message and one owner's send less
+ * than the status and then the bytes. */
+#define OR_PROXY_INLINE_GET ((uint64_t)64 << 10)
 
 /* Back-off ladder of the proxy between polls that find nothing to do. */
 #define OR_PROXY_HOT_US 200      /* after progress: yield the core between polls */

@@ -215,10 +215,11 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     bool here = false;
     if (s->head == op && !s->busy && !s->queued && !s->blocked && !s->fenced) {
         here = take_record_locked(s) == op;
-        if (!here && posts_write(op) && !or_vt_on) {
-            /* A write to post, at the head of an idle stream: the issuing
-             * thread builds its message and hands it to the proxy, no
-             * worker needed (op_execute). */
+        if (!here && op->kind == OR_OP_REMOTE_COPY && !or_vt_on) {
+            /* A copy with another node at the head of an idle stream: the
+             * issuing thread hands it to the proxy (a write to post with its
+             * message built), no worker woken only to pass it on
+             * (op_execute). */
             s->busy = true;
             here = true;
         }
@@ -370,7 +371,10 @@ orError_t or_stream_take_error(or_stream *s)
 void or_stream_wait_seq(or_stream *s, uint64_t seq)
 {
     seq_wait w = {s, seq};
-    or_wait(&s->done, seq_reached, &w, 0);
+    if (atomic_load(&s->posted) || atomic_load(&s->remote))
+        or_wait_sleeping(&s->done, seq_reached, &w, 0);
+    else
+        or_wait(&s->done, seq_reached, &w, 0);
 }
 
 /* Teardown: drop what never ran. */
@@ -556,6 +560,7 @@ static void remote_copy_done(or_proxy_req *req)
     or_strict_leave();
     if (req->status != orSuccess)
         remote_copy_failed(req, op->stream);
+    atomic_fetch_sub(&op->stream->remote, 1);
     or_stream_op_done(op);
 }
 
@@ -650,6 +655,7 @@ static void op_execute(or_stream *s, or_op *op)
         /* The proxy moves the bytes; the stream stays busy until it is done,
          * and the worker is free for other streams meanwhile. */
         req->done = remote_copy_done;
+        atomic_fetch_add(&s->remote, 1);
         or_proxy_submit(req);
         return;
     }

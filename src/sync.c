@@ -41,16 +41,9 @@ void or_notifier_signal(or_notifier *n)
         syscall(SYS_futex, (uint32_t *)&n->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-bool or_wait(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns)
+/* The futex part of a wait: sleep until cond(arg) or the deadline. */
+static bool sleep_until(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns)
 {
-    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
-        if (cond(arg))
-            return true;
-        if (i < SPIN_PAUSES)
-            or_cpu_relax();
-        else
-            sched_yield();
-    }
     for (;;) {
         uint32_t seen = atomic_load(&n->seq);
         if (cond(arg))
@@ -61,4 +54,22 @@ bool or_wait(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns)
         futex_wait(&n->seq, seen, deadline_ns);
         atomic_fetch_sub(&n->waiters, 1);
     }
+}
+
+bool or_wait(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns)
+{
+    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
+        if (cond(arg))
+            return true;
+        if (i < SPIN_PAUSES)
+            or_cpu_relax();
+        else
+            sched_yield();
+    }
+    return sleep_until(n, cond, arg, deadline_ns);
+}
+
+bool or_wait_sleeping(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns)
+{
+    return sleep_until(n, cond, arg, deadline_ns);
 }

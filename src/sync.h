@@ -27,6 +27,12 @@ void or_notifier_signal(or_notifier *n);
 /* Return once cond(arg) is true. deadline_ns is CLOCK_MONOTONIC, 0 = none;
  * returns false if the deadline passed first. */
 bool or_wait(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns);
+/* As or_wait, for an answer that cannot come within a spin: one over the
+ * network, which other threads (the proxies) carry. Straight to the futex,
+ * leaving the cores to them: with more threads than cores a waiter that
+ * spins or yields takes turns from them, and a thread that keeps yielding
+ * can wait hundreds of microseconds for its core to come back. */
+bool or_wait_sleeping(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadline_ns);
 
 uint64_t or_now_ns(void); /* CLOCK_MONOTONIC */
 

@@ -5,7 +5,10 @@
 # For each number of hosts N, on a set of N test hosts:
 #   - peer copies between h1 and hN (tests/perf/peer_perf, 2 ranks of 2
 #     devices, each its own node): 4 KiB latency (median, write and read,
-#     against half an MPI ping-pong), a burst of 32 posted 4 KiB writes
+#     against half an MPI ping-pong, against MPI's round trip of the same
+#     direction (the bytes and a 0-byte ack back; a 0-byte request and the
+#     bytes back) and against MPI_Put/MPI_Get + MPI_Win_flush, passive target
+#     waiting outside MPI as for the runtime's copies), a burst of 32 posted 4 KiB writes
 #     waited for once (per write, against 32 MPI_Send and one ack) and 64 MiB
 #     bandwidth (against MPI_Send/MPI_Recv);
 #   - all-reduce of 8 B and 64 MiB (tests/perf/occl_perf --mpi, float sum,
@@ -96,18 +99,31 @@ for n in $counts; do
     echo "== $n hosts: peer_perf h1 <-> h$n"
     run_job "peer$n" '^target: other-node' "${launch[@]}" -n 2 -d 2 --hosts "h1,h$n" -- \
         "$peer_perf" -s 64M -r 3 -i "$lat" -w poll
-    grep 'MPI one way\|other node: orMemcpy\|burst' "$out/peer$n"
+    grep 'MPI one way\|MPI round trip\|MPI RMA\|other node: orMemcpy\|burst' "$out/peer$n"
     grep '64 MiB\|size' "$out/peer$n" | grep -v target
     f="$out/peer$n"
-    mpi_lat=$(awk '/MPI one way/ {print $(NF-2)}' "$f")
-    wr_lat=$(awk '/write, other node/ {print $(NF-2)}' "$f")
-    rd_lat=$(awk '/read, other node/ {print $(NF-2)}' "$f")
+    # latency rows end: median p99 x1 xrt
+    mpi_lat=$(awk '/MPI one way/ {print $(NF-3)}' "$f")
+    rt_wr=$(awk '/MPI round trip, write/ {print $(NF-3)}' "$f")
+    rt_rd=$(awk '/MPI round trip, read/ {print $(NF-3)}' "$f")
+    put_lat=$(awk '/MPI RMA write/ {print $(NF-3)}' "$f")
+    get_lat=$(awk '/MPI RMA read/ {print $(NF-3)}' "$f")
+    wr_lat=$(awk '/write, other node/ {print $(NF-3)}' "$f")
+    rd_lat=$(awk '/read, other node/ {print $(NF-3)}' "$f")
     mpi_burst=$(awk '/MPI burst/ {print $(NF-2)}' "$f")
     wr_burst=$(awk '/posted burst, other node/ {print $(NF-2)}' "$f")
     # 64 MiB row: size unit memcpy MPI | same /memcpy /MPI | other /memcpy /MPI | read /MPI
     read -r mpi_bw wr_bw rd_bw < <(awk '$1 == 64 && $2 == "MiB" {print $4, $10, $14}' "$f")
-    row "$n" "peer copy 4 KiB, write (median, one way for MPI)" µs "$wr_lat" "$mpi_lat" 0 "peer$n"
-    row "$n" "peer copy 4 KiB, read" µs "$rd_lat" "$mpi_lat" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, write (median; MPI: one way)" µs "$wr_lat" "$mpi_lat" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, write (median; MPI: round trip, the bytes and a 0-byte ack)" µs \
+        "$wr_lat" "$rt_wr" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, write (median; MPI: MPI_Put + MPI_Win_flush)" µs \
+        "$wr_lat" "$put_lat" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, read (median; MPI: one way)" µs "$rd_lat" "$mpi_lat" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, read (median; MPI: round trip, a 0-byte request and the bytes)" µs \
+        "$rd_lat" "$rt_rd" 0 "peer$n"
+    row "$n" "peer copy 4 KiB, read (median; MPI: MPI_Get + MPI_Win_flush)" µs \
+        "$rd_lat" "$get_lat" 0 "peer$n"
     row "$n" "peer copy 4 KiB, burst of 32 posted writes (median per write; MPI: 32 sends, one ack)" µs \
         "${wr_burst:-}" "${mpi_burst:-}" 0 "peer$n"
     row "$n" "peer copy 64 MiB, write" GB/s "${wr_bw:-}" "${mpi_bw:-}" 1 "peer$n"

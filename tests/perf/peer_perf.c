@@ -11,9 +11,18 @@
  *
  * Latency table: one small copy (-l, 4 KiB by default) at a time, each timed
  * alone, median and 99th percentile in microseconds: an MPI ping-pong of the
- * same bytes between the two main threads (half its round trip: one way),
- * then rank 0 writing into and reading from rank 1's device memory with
- * orMemcpy. x = median over the MPI median.
+ * same bytes between the two main threads (half its round trip: one way);
+ * what an MPI program does to know the bytes are in place at the other rank,
+ * a round trip: the bytes and a 0-byte acknowledgement back (write), a
+ * 0-byte request and the bytes back (read); the same with MPI RMA, rank 0's
+ * MPI_Put or MPI_Get and MPI_Win_flush (passive target) while rank 1 waits as
+ * for the runtime's copies; then rank 0 writing into and reading from rank
+ * 1's device memory with orMemcpy. A synchronous orMemcpy returns with the
+ * bytes in place, so its equal is the round trip, not the one way.
+ * x1 = median over MPI's one way; xrt = median over MPI's round trip of the
+ * same direction. MPI's RMA over a transport without remote memory access in
+ * hardware (UCX's tcp) needs the target to enter MPI: with -w poll it
+ * measures rank 1's polling (every millisecond), not the network.
  *
  * Burst table: 32 small messages or copies back to back, waited for once,
  * per message: MPI_Send each and one MPI_Recv of rank 1's acknowledgement,
@@ -234,7 +243,21 @@ static void mpi_receiver(void *buf, size_t size, int reps)
 
 /* ---- latency ------------------------------------------------------------ */
 
-enum lat_kind { L_MPI, L_WRITE, L_READ, L_MPI_BURST, L_WRITE_BURST };
+enum lat_kind {
+    L_MPI,
+    L_MPI_RT_WRITE,
+    L_MPI_RT_READ,
+    L_RMA_PUT,
+    L_RMA_GET,
+    L_WRITE,
+    L_READ,
+    L_MPI_BURST,
+    L_WRITE_BURST
+};
+
+/* Rank 1's latency buffer exposed for the RMA rows; rank 0 holds a shared
+ * lock on it while it measures them. */
+static MPI_Win rma_win = MPI_WIN_NULL;
 
 /* A burst: small messages or copies back to back, waited for once at the
  * end (MPI: one acknowledgement from rank 1; the runtime: one stream
@@ -255,6 +278,23 @@ static void latency_samples(enum lat_kind kind, void *local, void *remote, char 
             CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD));
             CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD,
                                MPI_STATUS_IGNORE));
+            break;
+        case L_MPI_RT_WRITE: /* the bytes, then rank 1's word that they are in */
+            CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            break;
+        case L_MPI_RT_READ: /* a request, then the bytes */
+            CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 1, TAG_PING, MPI_COMM_WORLD));
+            CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+            break;
+        case L_RMA_PUT:
+            CHECK_MPI(MPI_Put(hbuf, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, rma_win));
+            CHECK_MPI(MPI_Win_flush(1, rma_win));
+            break;
+        case L_RMA_GET:
+            CHECK_MPI(MPI_Get(hbuf, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, rma_win));
+            CHECK_MPI(MPI_Win_flush(1, rma_win));
             break;
         case L_WRITE:
             CHECK(orMemcpy(remote, local, size, orMemcpyDeviceToDevice));
@@ -289,6 +329,26 @@ static void latency_echo(char *hbuf, size_t size, int n)
         CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD,
                            MPI_STATUS_IGNORE));
         CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD));
+    }
+}
+
+/* Rank 1's side of MPI's round trip of a write: n receives, each acknowledged. */
+static void latency_ack_sink(char *hbuf, size_t size, int n)
+{
+    for (int k = 0; k < n; k++) {
+        CHECK_MPI(MPI_Recv(hbuf, (int)size, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_ACK, MPI_COMM_WORLD));
+    }
+}
+
+/* Rank 1's side of MPI's round trip of a read: n requests, each answered
+ * with the bytes. */
+static void latency_read_source(char *hbuf, size_t size, int n)
+{
+    for (int k = 0; k < n; k++) {
+        CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Send(hbuf, (int)size, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD));
     }
 }
 
@@ -550,24 +610,37 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    /* Latency: the MPI ping-pong, then rank 0's writes and reads while
-     * rank 1 waits. */
+    /* Latency: MPI's ping-pong and round trips, then rank 0's RMA, writes
+     * and reads while rank 1 waits. */
     int warmup = iters / 10 > 10 ? iters / 10 : 10;
-    struct latency lat_mpi = {0, 0}, lat_write = {0, 0}, lat_read = {0, 0};
+    struct latency lat_mpi = {0, 0}, lat_rt_write = {0, 0}, lat_rt_read = {0, 0};
+    struct latency lat_put = {0, 0}, lat_get = {0, 0}, lat_write = {0, 0}, lat_read = {0, 0};
     struct latency lat_mpi_burst = {0, 0}, lat_write_burst = {0, 0};
     /* Bursts: fewer rounds, each of BURST messages. */
     int burst_iters = iters / 10 > 10 ? iters / 10 : 10, burst_warmup = 3;
     if (burst_iters > iters)
         burst_iters = iters;
+    CHECK_MPI(MPI_Win_create(ci.rank == 1 ? hdst : NULL, ci.rank == 1 ? (MPI_Aint)lat_size : 0, 1,
+                             MPI_INFO_NULL, MPI_COMM_WORLD, &rma_win));
     phase_barrier();
     if (ci.rank == 0) {
         double *samples = perf_xmalloc((size_t)iters * sizeof *samples);
         latency_samples(L_MPI, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
         lat_mpi = latency_of(samples, iters);
+        latency_samples(L_MPI_RT_WRITE, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
+        lat_rt_write = latency_of(samples, iters);
+        latency_samples(L_MPI_RT_READ, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
+        lat_rt_read = latency_of(samples, iters);
         latency_samples(L_MPI_BURST, NULL, NULL, hsrc, lat_size, burst_warmup, burst_iters,
                         samples);
         lat_mpi_burst = latency_of(samples, burst_iters);
         phase_barrier();
+        CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, rma_win));
+        latency_samples(L_RMA_PUT, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
+        lat_put = latency_of(samples, iters);
+        latency_samples(L_RMA_GET, NULL, NULL, hsrc, lat_size, warmup, iters, samples);
+        lat_get = latency_of(samples, iters);
+        CHECK_MPI(MPI_Win_unlock(1, rma_win));
         latency_samples(L_WRITE, d0, remote, NULL, lat_size, warmup, iters, samples);
         lat_write = latency_of(samples, iters);
         latency_samples(L_READ, d0, remote, NULL, lat_size, warmup, iters, samples);
@@ -582,25 +655,36 @@ int main(int argc, char **argv)
         char sz[32];
         perf_format_size(sz, sizeof sz, lat_size);
         printf("\nlatency, microseconds per copy of %s, one at a time by rank 0 (median and p99\n"
-               "of %d after %d untimed; x = median over MPI's)\n",
+               "of %d after %d untimed; x1 = median over MPI's one way, xrt = over MPI's round\n"
+               "trip of the same direction: what a synchronous copy compares with)\n",
                sz, iters, warmup);
-        printf("  %-58s %9s %9s %7s\n", "operation", "median", "p99", "x");
+        printf("  %-58s %9s %9s %7s %7s\n", "operation", "median", "p99", "x1", "xrt");
         const struct {
             const char *name;
             struct latency l;
-        } rows[3] = {
-            {"MPI one way: half a MPI_Send/MPI_Recv ping-pong", lat_mpi},
+            const struct latency *rt; /* NULL: no round trip to compare with */
+        } rows[7] = {
+            {"MPI one way: half a MPI_Send/MPI_Recv ping-pong", lat_mpi, NULL},
+            {"MPI round trip, write: MPI_Send, 0-byte ack back", lat_rt_write, &lat_rt_write},
+            {"MPI round trip, read: 0-byte request, MPI_Recv", lat_rt_read, &lat_rt_read},
+            {"MPI RMA write: MPI_Put + MPI_Win_flush, rank 1 waits", lat_put, &lat_rt_write},
+            {"MPI RMA read: MPI_Get + MPI_Win_flush, rank 1 waits", lat_get, &lat_rt_read},
             {cross_node ? "write, other node: orMemcpy rank 0 dev 0 -> rank 1 dev 0"
                         : "write, same node: orMemcpy rank 0 dev 0 -> rank 1 dev 0",
-             lat_write},
+             lat_write, &lat_rt_write},
             {cross_node ? "read, other node: orMemcpy rank 1 dev 0 -> rank 0 dev 0"
                         : "read, same node: orMemcpy rank 1 dev 0 -> rank 0 dev 0",
-             lat_read},
+             lat_read, &lat_rt_read},
         };
-        for (int k = 0; k < 3; k++)
-            printf("  %-58s %9.2f %9.2f %7.2f\n", rows[k].name, rows[k].l.median_us,
+        for (int k = 0; k < 7; k++) {
+            printf("  %-58s %9.2f %9.2f %7.2f", rows[k].name, rows[k].l.median_us,
                    rows[k].l.p99_us,
                    lat_mpi.median_us > 0 ? rows[k].l.median_us / lat_mpi.median_us : 0.0);
+            if (rows[k].rt && rows[k].rt->median_us > 0)
+                printf(" %7.2f\n", rows[k].l.median_us / rows[k].rt->median_us);
+            else
+                printf(" %7s\n", "-");
+        }
         printf("\nbursts of %d, microseconds per message or copy (median and p99 of %d bursts\n"
                "after %d untimed; x = median over MPI's burst)\n",
                BURST, burst_iters, burst_warmup);
@@ -629,10 +713,13 @@ int main(int argc, char **argv)
         fflush(stdout);
     } else {
         latency_echo(hdst, lat_size, warmup + iters);
+        latency_ack_sink(hdst, lat_size, warmup + iters);
+        latency_read_source(hdst, lat_size, warmup + iters);
         latency_burst_sink(hdst, lat_size, burst_warmup + burst_iters);
         phase_barrier();
         phase_barrier();
     }
+    CHECK_MPI(MPI_Win_free(&rma_win));
 
     double target_memcpy = 0, target_mpi = 0, target_bw = 0, target_read_mpi = 0;
     int target_seen = 0;
@@ -738,10 +825,15 @@ int main(int argc, char **argv)
                    TARGET_LATENCY_VS_MPI, TARGET_REMOTE_VS_MPI);
             if (lat_size != 4 * KiB)
                 printf("  latency not measured in this run (-l is not 4K)\n");
-            else
+            else {
                 printf("  4 KiB: write %.2fx (%s), read %.2fx (%s)\n", w,
                        w <= TARGET_LATENCY_VS_MPI ? "met" : "missed", r,
                        r <= TARGET_LATENCY_VS_MPI ? "met" : "missed");
+                printf("  4 KiB against MPI's round trip of the same direction (1: as fast): "
+                       "write %.2fx, read %.2fx\n",
+                       lat_write.median_us / lat_rt_write.median_us,
+                       lat_read.median_us / lat_rt_read.median_us);
+            }
             if (!target_seen)
                 printf("  64 MiB not measured in this run (-s is below 64M)\n");
             else

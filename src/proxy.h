@@ -82,8 +82,9 @@ struct or_proxy_req {
     bool cancelled; /* GET refused: the data receives were cancelled */
     bool strict;    /* serving: holds a strict-mode window on our memory */
     void *target;   /* serving: our memory the request names */
-    void *scratch;  /* serving: drain of an eager write we refused;
-                     * local: an inline write's request message */
+    void *scratch;  /* serving: drain of an eager write we refused, or an
+                     * inline read's reply; local: an inline write's request
+                     * message, or where an inline read's reply arrives */
     uint64_t wire[OR_PROXY_WIRE_WORDS]; /* the request as sent or received */
     uint64_t reply[2];
     MPI_Request mpi[OR_PROXY_MAX_MPI];

@@ -176,6 +176,10 @@ static int put_mode(const or_proxy_req *r)
  * bytes, received into a scratch buffer (take_inline_get copies them out).
  * One message less, and one MPI send less on the owner. False when out of
  * memory or too large: a plain read then. */
+static _Atomic uint64_t inline_gets; /* or_remote_inline_reads */
+
+uint64_t or_remote_inline_reads(void) { return atomic_load(&inline_gets); }
+
 static bool start_inline_get(or_proxy_req *r)
 {
     if (r->kind != OR_PROXY_GET || r->length > OR_PROXY_INLINE_GET)
@@ -183,6 +187,7 @@ static bool start_inline_get(or_proxy_req *r)
     r->scratch = malloc(REPLY_BYTES + r->length);
     if (!r->scratch)
         return false;
+    atomic_fetch_add_explicit(&inline_gets, 1, memory_order_relaxed);
     r->wire[W_MODE] = MODE_INLINE;
     posted(r, MPI_Irecv(r->scratch, (int)(REPLY_BYTES + r->length), MPI_BYTE, r->peer,
                         reply_tag(r->id), or_cl.comm, &r->mpi[r->nmpi]));

@@ -146,6 +146,10 @@ uint64_t or_mem_free_count(void);
  * *unacked (unless NULL) how many of them the owners have not acknowledged
  * yet; a debug query for tests. */
 uint64_t or_remote_posted_writes(uint64_t *unacked);
+/* How many reads from another node's memory this process has had answered
+ * in one message, the status with the bytes (src/proxy.c); the same kind of
+ * query. */
+uint64_t or_remote_inline_reads(void);
 bool or_inline_task_begin(orStream_t stream, or_inline_task *task);
 bool or_inline_task_begin_ref(const or_stream_ref *ref, or_inline_task *task);
 void or_inline_task_end(or_inline_task *task);

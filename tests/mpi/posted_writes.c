@@ -13,8 +13,9 @@
  * A host function behind the writes, and the event's synchronization, find
  * none of them still unacknowledged (a debug counter).
  * Phase 2: more posted writes and, on the same stream, a read of the same
- * bytes back (it must see them); posted writes on a stream destroyed at
- * once; the counter of posted writes moved by exactly the small writes.
+ * bytes back (it must see them); a 4 KiB read (answered in one message, a
+ * debug counter says) and a 128 KiB one; posted writes on a stream destroyed
+ * at once; the counter of posted writes moved by exactly the small writes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,14 @@ static void writer(void)
     CHECK(got);
     CHECK_OR(orMemcpy(got, back, (size_t)K * SLOT, orMemcpyDeviceToHost));
     CHECK(memcmp(got, host, (size_t)K * SLOT) == 0);
+    /* Reads of up to 64 KiB come back in one message with their status,
+     * larger ones in two: one inline read counted, both right. */
+    uint64_t inline0 = or_remote_inline_reads();
+    memset(got, 0, (size_t)K * SLOT);
+    CHECK_OR(orMemcpy(got, remote + SLOT, SLOT, orMemcpyDeviceToHost));
+    CHECK_OR(orMemcpy(got + SLOT / 4, remote, BIG, orMemcpyDeviceToHost));
+    CHECK(or_remote_inline_reads() - inline0 == 1);
+    CHECK(memcmp(got, host + SLOT / 4, SLOT) == 0 && memcmp(got + SLOT / 4, host, BIG) == 0);
 
     /* The last slot, written from a stream destroyed while its writes may
      * still be posted: destroying waits for them. */

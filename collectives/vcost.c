@@ -1344,11 +1344,10 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock)
     if (model) {
         info = calloc((size_t)nr, sizeof *info);
         peers = calloc((size_t)nr, sizeof *peers);
-        gdev = calloc((size_t)nr, sizeof *gdev);
+        gdev = comm_gdev(comm);
         if (!info || !peers || !gdev)
             res = occl_fail(occlSystemError, "out of memory");
         for (int j = 0; j < nr && res == occlSuccess; j++) {
-            gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
             bool with = false;
             if (!p2p)
                 with = j != comm->rank;
@@ -1412,15 +1411,13 @@ occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks)
     occlComm_t comm = calls[0].comm;
     int nr = comm->nranks;
     uint64_t *bps = malloc((size_t)nr * sizeof *bps), *end = malloc((size_t)nr * sizeof *end);
-    int *gdev = malloc((size_t)nr * sizeof *gdev);
+    int *gdev = comm_gdev(comm);
     vinfo *info = malloc((size_t)nr * sizeof *info);
     occlResult_t res = occlSuccess;
     if (!bps || !end || !gdev || !info)
         res = occl_fail(occlSystemError, "out of memory");
-    for (int j = 0; j < nr && res == occlSuccess; j++) {
+    for (int j = 0; j < nr && res == occlSuccess; j++)
         bps[j] = comm->peers[j].mem_bps; /* as the entry exchange would give them */
-        gdev[j] = or_global_device(comm->peers[j].world_rank, comm->peers[j].device);
-    }
     /* As task_exec runs them: consecutive sends and receives together, then
      * each collective; each starts where the last left every rank's clock.
      * Under the lock the calls run under: the planner's cache and vbps. */

@@ -219,8 +219,8 @@ struct occlComm {
      * least this call when this rank last looked (their `done` only grow). */
     uint64_t ll_peers_done;
     /* Calls left in which a rooted call's reader that has caught up with its
-     * poster naps instead of yielding: set when the poster was found two
-     * calls ahead (ll.c). */
+     * poster naps instead of yielding: set when the poster was found done
+     * with a later call than the one read (ll.c, note_pace). */
     int ll_ahead;
     _Atomic uint64_t ll_naps; /* how many times; occl_comm_ll_naps reads it (tests) */
     char last_error[256];

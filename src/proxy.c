@@ -172,14 +172,14 @@ static int put_mode(const or_proxy_req *r)
     return r->length <= OR_PROXY_INLINE_PUT ? MODE_INLINE : MODE_EAGER;
 }
 
-/* A small read: the owner answers with one message, its status and the
- * bytes, received into a scratch buffer (take_inline_get copies them out).
- * One message less, and one MPI send less on the owner. False when out of
- * memory or too large: a plain read then. */
 static _Atomic uint64_t inline_gets; /* or_remote_inline_reads */
 
 uint64_t or_remote_inline_reads(void) { return atomic_load(&inline_gets); }
 
+/* A small read: the owner answers with one message, its status and the
+ * bytes, received into a scratch buffer (take_inline_get copies them out).
+ * One message less, and one MPI send less on the owner. False when out of
+ * memory or too large: a plain read then. */
 static bool start_inline_get(or_proxy_req *r)
 {
     if (r->kind != OR_PROXY_GET || r->length > OR_PROXY_INLINE_GET)

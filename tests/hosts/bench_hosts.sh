@@ -8,9 +8,9 @@
 #     against half an MPI ping-pong, against MPI's round trip of the same
 #     direction (the bytes and a 0-byte ack back; a 0-byte request and the
 #     bytes back) and against MPI_Put/MPI_Get + MPI_Win_flush, passive target
-#     waiting outside MPI as for the runtime's copies), a burst of 32 posted 4 KiB writes
-#     waited for once (per write, against 32 MPI_Send and one ack) and 64 MiB
-#     bandwidth (against MPI_Send/MPI_Recv);
+#     waiting outside MPI as for the runtime's copies), a burst of 32 posted
+#     4 KiB writes waited for once (per write, against 32 MPI_Send and one ack)
+#     and 64 MiB bandwidth (against MPI_Send/MPI_Recv);
 #   - all-reduce of 8 B and 64 MiB (tests/perf/occl_perf --mpi, float sum,
 #     out of place), one process of one device per host, against
 #     MPI_Allreduce on host buffers;

@@ -4,10 +4,15 @@
  * own thread runs (or keep it for occlGroupEnd). One enqueue path for every
  * collective.
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "group.h"
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_COLL
@@ -173,11 +178,18 @@ static void *runner_main(void *arg)
         if (!t->ll.begun) /* else begun on the calling thread */
             or_handed_task_begin(t->op);
         task_run(t);
-        atomic_fetch_sub(&comm->runner_load, 1);
+        atomic_fetch_add_explicit(&comm->runner_calls, 1, memory_order_relaxed);
+        if (atomic_fetch_sub(&comm->runner_load, 1) == 1 && atomic_load(&comm->runner_drain_waiters))
+            syscall(SYS_futex, (uint32_t *)&comm->runner_load, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
         pthread_mutex_lock(&comm->runner_lock);
     }
     pthread_mutex_unlock(&comm->runner_lock);
     return NULL;
+}
+
+uint64_t occl_comm_runner_calls(occlComm_t comm)
+{
+    return occl_comm_valid(comm) ? atomic_load(&comm->runner_calls) : 0;
 }
 
 occlResult_t occl_runner_start(occlComm_t comm)
@@ -227,7 +239,7 @@ static _Thread_local bool launching_many;
  * the call on the communicator's thread. */
 static bool call_may_run_on_caller(const occl_call *c)
 {
-    return !launching_many && occl_caller_wait_ns() && !or_vclock_virtual() && !or_trace_enabled() &&
+    return !launching_many && occl_caller_wait_ns(c->comm) && !or_vclock_virtual() && !or_trace_enabled() &&
            (occl_ll_eligible(c) || occl_ll_solo(c)) &&
            /* a tuner's choice is asked on the communicator's thread */
            !(c->comm->tuner && occl_tuner_asks(c->coll));
@@ -298,7 +310,7 @@ static void run_on_caller(occl_task *t)
     or_handed_task_begin(t->op);
     pthread_mutex_lock(&comm->lock);
     t->calls[0].ll = &t->ll;
-    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns();
+    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns(comm);
     occlResult_t res = task_exec(t, &clock);
     if (res == occlInProgress) {
         pthread_mutex_unlock(&comm->lock);
@@ -348,7 +360,7 @@ static bool launch_inline(occl_call *call)
     atomic_fetch_add(&comm->tasks_live, 1);
     uint64_t clock = 0;
     pthread_mutex_lock(&comm->lock);
-    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns();
+    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns(comm);
     occlResult_t res = task_exec(t, &clock);
     if (res == occlInProgress) {
         occl_task *h = malloc(sizeof room);
@@ -379,10 +391,66 @@ static bool launch_inline(occl_call *call)
     return true;
 }
 
+/* Calls a calling thread queues at once while the peers are stuck, before
+ * it waits again: a soft bound on the calls queued behind a late peer. */
+enum { STUCK_QUEUE = 64 };
+
+/* A number that grows whenever a peer of the node or the communicator's
+ * thread finishes a call (never 0). */
+static uint64_t progress(occlComm_t comm)
+{
+    return occl_ll_peers_progress(comm) + atomic_load(&comm->runner_calls);
+}
+
+/* A call that may run on the calling thread finds the communicator's
+ * thread still busy with calls handed over to it (their peers were late):
+ * wait for it to finish them, as long as calls keep being finished, and
+ * then run the call here. Else one late peer would send every later call
+ * of a stream that never drains (a loop of small calls) through the
+ * communicator's thread: a task, a stream op and two threads per call
+ * (docs/occl-perf.md). Given up as a call on this thread is, after
+ * OCCL_CALLER_WAIT_US in which no call was finished: then the peers are
+ * stuck, and the next STUCK_QUEUE calls are queued at once unless some call
+ * is finished meanwhile. */
+static void runner_drain(occlComm_t comm)
+{
+    uint64_t mark = progress(comm);
+    if (mark == atomic_load_explicit(&comm->stuck_progress, memory_order_relaxed) &&
+        atomic_load(&comm->tasks_live) < atomic_load_explicit(&comm->stuck_queue, memory_order_relaxed))
+        return;
+    uint64_t wait = occl_caller_wait_ns(comm), give_up = or_now_ns() + wait;
+    atomic_fetch_add(&comm->runner_drain_waiters, 1);
+    for (;;) {
+        int load = atomic_load(&comm->runner_load); /* after the count: see runner_main */
+        if (!load || atomic_load(&comm->async_error) != occlSuccess)
+            break;
+        uint64_t now = or_now_ns();
+        if (now >= give_up) {
+            uint64_t m = progress(comm);
+            if (m == mark) {
+                atomic_store_explicit(&comm->stuck_progress, m, memory_order_relaxed);
+                atomic_store_explicit(&comm->stuck_queue, atomic_load(&comm->tasks_live) + STUCK_QUEUE,
+                                      memory_order_relaxed);
+                break;
+            }
+            mark = m;
+            give_up = now + wait;
+        }
+        uint64_t ns = give_up - now;
+        struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+        syscall(SYS_futex, (uint32_t *)&comm->runner_load, FUTEX_WAIT, load, &ts, NULL, 0);
+    }
+    atomic_fetch_sub(&comm->runner_drain_waiters, 1);
+}
+
 static occlResult_t launch(occl_call *calls, int n)
 {
-    if (n == 1 && call_may_run_on_caller(&calls[0]) && launch_inline(&calls[0]))
-        return occlSuccess;
+    if (n == 1 && call_may_run_on_caller(&calls[0])) {
+        if (atomic_load(&calls[0].comm->runner_load))
+            runner_drain(calls[0].comm);
+        if (launch_inline(&calls[0]))
+            return occlSuccess;
+    }
     occl_task *t = malloc(sizeof *t + (size_t)n * sizeof *calls);
     if (!t)
         return occl_fail(occlSystemError, "out of memory");

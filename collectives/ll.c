@@ -122,6 +122,7 @@ void occl_ll_init(occl_ctrl *c, int nranks) { atomic_store(&area_of(c, nranks)->
 /* ---- settings ------------------------------------------------------------------ */
 
 static uint64_t caller_wait_ns = OCCL_CALLER_WAIT_DEFAULT_US * 1000u; /* OCCL_CALLER_WAIT_US */
+static bool caller_wait_set;                                           /* ... when it is set */
 static uint64_t nap_ns = OCCL_LL_NAP_DEFAULT_US * 1000u;               /* OCCL_LL_NAP_US */
 
 /* Setting `name`, when set, into *v: a number from 0 to max, or false with
@@ -155,11 +156,19 @@ bool occl_ll_settings(char *error, size_t size)
         return false;
     ll_max_bytes = (size_t)bytes;
     caller_wait_ns = wait_us * 1000u;
+    caller_wait_set = getenv("OCCL_CALLER_WAIT_US") != NULL;
     nap_ns = nap_us * 1000u;
     return true;
 }
 
-uint64_t occl_caller_wait_ns(void) { return caller_wait_ns; }
+uint64_t occl_caller_wait_ns(occlComm_t comm)
+{
+    /* With more ranks than cores a peer that is not late, only off the
+     * cores, comes back after a scheduler slice (0.75 to 3 ms), not within
+     * the default wait: one that gives up then hands a call to the
+     * communicator's thread for nothing (docs/occl-perf.md). */
+    return !caller_wait_set && comm->oversubscribed ? OCCL_CALLER_WAIT_OVERSUBSCRIBED_US * 1000u : caller_wait_ns;
+}
 
 /* ---- roles ---------------------------------------------------------------------- */
 
@@ -254,6 +263,17 @@ static void wake_if_freed(occlComm_t comm, int j, uint64_t was, uint64_t now)
     uint64_t at = atomic_load(&a->free_at);
     if (was < at && at <= now)
         occl_ring_bell(c);
+}
+
+/* The sum of the peers' done counters, plus one: never 0, which is "none"
+ * where it is kept (enqueue.c). Read by a caller that waits. */
+uint64_t occl_ll_peers_progress(occlComm_t comm)
+{
+    uint64_t sum = 1;
+    for (int j = 0; j < comm->nranks; j++)
+        if (j != comm->rank)
+            sum += atomic_load_explicit(&area_of(comm->peers[j].ctrl, comm->nranks)->done, memory_order_relaxed);
+    return sum;
 }
 
 typedef bool (*ready_fn)(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err);

@@ -215,6 +215,15 @@ struct occlComm {
      * (enqueue.c: a call claims this without a lock when the runner has none). */
     _Atomic int runner_load;
     _Atomic bool caller_busy;
+    /* Calling threads that sleep on runner_load for the runner to finish
+     * the calls handed over to it (enqueue.c, runner_drain); when the last
+     * of them gave up, the calls finished (enqueue.c, progress) and the
+     * tasks_live below which calls are queued without waiting while no
+     * more are. */
+    _Atomic int runner_drain_waiters;
+    _Atomic uint64_t stuck_progress;
+    _Atomic int stuck_queue;
+    _Atomic uint64_t runner_calls; /* tasks the runner ran; occl_comm_runner_calls reads it (tests) */
     /* The low-latency path (ll.c): every peer of the node had finished at
      * least this call when this rank last looked (their `done` only grow). */
     uint64_t ll_peers_done;
@@ -523,6 +532,8 @@ bool occl_window_by_index(occlComm_t comm, uint64_t index, void **user, size_t *
 /* How long a call run on the calling thread waits for its peers before the
  * communicator's thread takes it over (OCCL_CALLER_WAIT_US). */
 #define OCCL_CALLER_WAIT_DEFAULT_US 200
+/* ... with more ranks of the communicator on the node than cores. */
+#define OCCL_CALLER_WAIT_OVERSUBSCRIBED_US 2000
 /* How long a rooted call's reader that caught up with a poster running
  * ahead naps before it looks again (OCCL_LL_NAP_US). */
 #define OCCL_LL_NAP_DEFAULT_US 20
@@ -542,7 +553,12 @@ size_t occl_ll_area_bytes(void);
 void occl_ll_init(occl_ctrl *c, int nranks); /* a control block just zeroed */
 /* Reads OCCL_LL_MAX_BYTES and OCCL_CALLER_WAIT_US; false with the reason in error. */
 bool occl_ll_settings(char *error, size_t size);
-uint64_t occl_caller_wait_ns(void);
+/* OCCL_CALLER_WAIT_US in ns, or its default for comm. */
+uint64_t occl_caller_wait_ns(occlComm_t comm);
+/* A number that grows whenever a peer of the node finishes a call on the
+ * low-latency path: a caller that waits tells slow peers from stuck ones by
+ * it (enqueue.c). */
+uint64_t occl_ll_peers_progress(occlComm_t comm);
 /* Whether call c takes the low-latency path: the same answer on every rank
  * of a matching call. */
 bool occl_ll_eligible(const occl_call *c);
@@ -626,6 +642,9 @@ bool occl_buffer_registered(occlComm_t comm, const void *p, size_t bytes);
 uint64_t occl_comm_staged_bytes(occlComm_t comm);
 /* The naps of the low-latency path's readers (ll.c); the same kind of query. */
 uint64_t occl_comm_ll_naps(occlComm_t comm);
+/* Tasks the communicator's thread has run, whole or taken over from the
+ * calling thread (enqueue.c); the same kind of query. */
+uint64_t occl_comm_runner_calls(occlComm_t comm);
 static inline void occl_staged(occlComm_t comm, size_t bytes)
 {
     atomic_fetch_add_explicit(&comm->staged_bytes, bytes, memory_order_relaxed);

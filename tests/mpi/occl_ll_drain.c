@@ -1,0 +1,146 @@
+/*
+ * occl_ll_drain.c - a small call that the calling thread handed to the
+ * communicator's thread (its peers were late) does not send the calls after
+ * it there too (collectives/enqueue.c, runner_drain). With
+ * OCCL_CALLER_WAIT_US set (1000 in occl-ll-drain-4x1):
+ *   1. rank 1 comes 5 ms late to the first of 20000 all-reduces that every
+ *      rank issues without waiting: on the others the first call is handed
+ *      over, yet the communicator's thread runs fewer than half of them
+ *      (else all would queue behind the first, the calling thread being
+ *      faster than the calls);
+ *   2. rank 1 comes 300 ms late to the first of 1000: the others issue all
+ *      of them within 150 ms, as a stuck peer holds a caller for one wait,
+ *      not one per call;
+ * without it, with more ranks than cores (occl-ll-drain-4x1-default):
+ *   3. rank 1 comes 1 ms late to one all-reduce, 20 times: the others keep
+ *      the call on the calling thread in most of them, the default wait
+ *      being longer than a scheduler slice there (200 us would hand every
+ *      one over).
+ * Every result is checked. 4 ranks of one device.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mpitest.h"
+#include "occl_internal.h" /* occl_comm_runner_calls: the debug counter */
+#include "occltest.h"
+
+enum { COUNT = 2, STREAM_CALLS = 20000, STUCK_CALLS = 1000, TRIALS = 20 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void expect_sum(const float *dev, int nranks, const char *what)
+{
+    float got[COUNT], want = (float)(nranks * (nranks + 1) / 2);
+    CHECK_OR(orMemcpy(got, dev, sizeof got, orMemcpyDeviceToHost));
+    for (int i = 0; i < COUNT; i++)
+        if (got[i] != want) {
+            char detail[96];
+            snprintf(detail, sizeof detail, "element %d: %g, expected %g", i, got[i], want);
+            mpitest_fail(__FILE__, __LINE__, what, detail);
+        }
+}
+
+/* n all-reduces of rank + 1 into out, rank 1 `late_us` late to the first;
+ * returns the seconds this rank took to issue them. */
+static double allreduces(occlComm_t comm, orStream_t s, const float *in, float *out, int n, int rank,
+                         unsigned late_us)
+{
+    mpitest_barrier();
+    if (rank == 1)
+        usleep(late_us);
+    double t0 = now_s();
+    for (int k = 0; k < n; k++)
+        CHECK_OCCL(occlAllReduce(in, out, COUNT, occlFloat32, occlSum, comm, s));
+    double issued = now_s() - t0;
+    CHECK_OR(orStreamSynchronize(s));
+    return issued;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    orClusterInfo ci;
+    CHECK_OR(orGetClusterInfo(&ci));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    bool wait_set = getenv("OCCL_CALLER_WAIT_US") != NULL;
+    if (ci.deviceCount != 1 || ci.nranks < 3 || (!wait_set && ci.nranks <= cores)) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "%d ranks of %d devices on %ld cores", ci.nranks, ci.deviceCount, cores);
+        mpitest_fail(__FILE__, __LINE__,
+                     "needs 3 ranks or more of one device, and more ranks than cores without OCCL_CALLER_WAIT_US: ",
+                     detail);
+    }
+    occlComm_t comm = occltest_comm_world(&ci);
+    orStream_t s;
+    CHECK_OR(orStreamCreate(&s));
+    float h[COUNT], *in, *out;
+    for (int i = 0; i < COUNT; i++)
+        h[i] = (float)(ci.rank + 1);
+    CHECK_OR(orMalloc((void **)&in, sizeof h));
+    CHECK_OR(orMalloc((void **)&out, sizeof h));
+    CHECK_OR(orMemcpy(in, h, sizeof h, orMemcpyHostToDevice));
+    bool waiter = ci.rank != 1;
+    char detail[160], summary[160] = "";
+
+    if (wait_set) {
+        /* 1: a stream of calls after one handed over. */
+        uint64_t before = occl_comm_runner_calls(comm);
+        allreduces(comm, s, in, out, STREAM_CALLS, ci.rank, 5000);
+        expect_sum(out, ci.nranks, "all-reduces after a late peer: ");
+        uint64_t ran = occl_comm_runner_calls(comm) - before;
+        snprintf(detail, sizeof detail, "rank %d: the communicator's thread ran %llu of %d calls", ci.rank,
+                 (unsigned long long)ran, STREAM_CALLS);
+        if (waiter && ran == 0)
+            mpitest_fail(__FILE__, __LINE__, "a peer 5 ms late and no call handed over: ", detail);
+        if (ci.rank == 0)
+            snprintf(summary, sizeof summary, "rank 0: %llu of %d calls on the communicator's thread after a "
+                     "peer 5 ms late", (unsigned long long)ran, STREAM_CALLS);
+        if (waiter && ran >= STREAM_CALLS / 2)
+            mpitest_fail(__FILE__, __LINE__, "the calls after a handed-over one stayed with the communicator's "
+                         "thread: ", detail);
+
+        /* 2: a peer stuck for 300 ms. */
+        double issued = allreduces(comm, s, in, out, STUCK_CALLS, ci.rank, 300000);
+        expect_sum(out, ci.nranks, "all-reduces behind a stuck peer: ");
+        snprintf(detail, sizeof detail, "rank %d issued %d calls in %.1f ms", ci.rank, STUCK_CALLS, issued * 1e3);
+        if (ci.rank == 0)
+            snprintf(summary + strlen(summary), sizeof summary - strlen(summary),
+                     "; %d calls issued in %.1f ms behind one stuck 300 ms", STUCK_CALLS, issued * 1e3);
+        if (waiter && issued > 0.150)
+            mpitest_fail(__FILE__, __LINE__, "a stuck peer held up every call: ", detail);
+    } else {
+        /* 3: a peer 1 ms late, with the default wait. */
+        int handed = 0;
+        for (int k = 0; k < TRIALS; k++) {
+            uint64_t before = occl_comm_runner_calls(comm);
+            allreduces(comm, s, in, out, 1, ci.rank, 1000);
+            expect_sum(out, ci.nranks, "an all-reduce with a peer 1 ms late: ");
+            handed += occl_comm_runner_calls(comm) != before;
+        }
+        snprintf(detail, sizeof detail, "rank %d handed %d of %d calls over", ci.rank, handed, TRIALS);
+        if (ci.rank == 0)
+            snprintf(summary, sizeof summary, "rank 0 handed %d of %d calls over with a peer 1 ms late", handed,
+                     TRIALS);
+        if (waiter && handed >= TRIALS / 2)
+            mpitest_fail(__FILE__, __LINE__, "a peer 1 ms late with more ranks than cores: ", detail);
+    }
+
+    CHECK_OR(orFree(in));
+    CHECK_OR(orFree(out));
+    CHECK_OR(orStreamDestroy(s));
+    CHECK_OCCL(occlCommDestroy(comm));
+    if (ci.rank == 0)
+        printf("occl ll drain: %s\n", summary);
+    MPI_Finalize();
+    return 0;
+}

@@ -33,18 +33,6 @@ static void sleep_kernel(const orKernelContext *ctx, void *args)
     usleep(*(const unsigned *)args);
 }
 
-static void expect_all(const float *dev, int n, float want, const char *what)
-{
-    float got[4];
-    CHECK_OR(orMemcpy(got, dev, (size_t)n * sizeof *got, orMemcpyDeviceToHost));
-    for (int i = 0; i < n; i++)
-        if (got[i] != want) {
-            char detail[160];
-            snprintf(detail, sizeof detail, "element %d is %g, expected %g", i, got[i], want);
-            mpitest_fail(__FILE__, __LINE__, what, detail);
-        }
-}
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -86,7 +74,7 @@ int main(int argc, char **argv)
         for (int d = 0; d < 2; d++) {
             CHECK_OR(orSetDevice(d));
             CHECK_OR(orStreamSynchronize(s[d]));
-            expect_all(buf[d], 4, (float)nranks, "one thread, two devices");
+            EXPECT_FLOATS(buf[d], 4, (float)nranks, "one thread, two devices: ");
         }
     }
     mpitest_barrier();
@@ -113,7 +101,7 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++) {
         CHECK_OR(orSetDevice(d));
         CHECK_OR(orStreamSynchronize(s[d]));
-        expect_all(buf[d], 4, (float)nranks, "a late peer");
+        EXPECT_FLOATS(buf[d], 4, (float)nranks, "a late peer: ");
     }
     mpitest_barrier();
 
@@ -144,7 +132,7 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++) {
         CHECK_OR(orSetDevice(d));
         CHECK_OR(orStreamSynchronize(s[d]));
-        expect_all(buf[d], 4, want, "busy streams and idle ones");
+        EXPECT_FLOATS(buf[d], 4, want, "busy streams and idle ones: ");
     }
 
     for (int d = 0; d < 2; d++) {

@@ -30,19 +30,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Every element of buf (on the device) is want. */
-static void expect_all(const float *buf, float want, const char *what)
-{
-    static float host[N];
-    CHECK_OR(orMemcpy(host, buf, sizeof host, orMemcpyDeviceToHost));
-    for (int i = 0; i < N; i++)
-        if (host[i] != want) {
-            char detail[128];
-            snprintf(detail, sizeof detail, ": element %d is %g, expected %g", i, host[i], want);
-            mpitest_fail(__FILE__, __LINE__, what, detail);
-        }
-}
-
 static void fill(float *buf, float v)
 {
     static float host[N];
@@ -82,8 +69,8 @@ int main(void)
     CHECK_OR(orStreamSynchronize(a));
     CHECK_OR(orStreamSynchronize(b));
     double took = now_s() - t0;
-    expect_all(x, sum, "opposite orders: the all-reduce on A");
-    expect_all(y, 2 * sum, "opposite orders: the all-reduce on B");
+    EXPECT_FLOATS(x, N, sum, "opposite orders: the all-reduce on A: ");
+    EXPECT_FLOATS(y, N, 2 * sum, "opposite orders: the all-reduce on B: ");
     printf("rank %d: two communicators in opposite orders: done in %.2f s\n", ci.rank, took);
 
     /* 2. Other streams go on while a collective waits. */
@@ -104,7 +91,7 @@ int main(void)
     if (ci.rank == 1)
         CHECK_OCCL(occlAllReduce(x, x, N, occlFloat32, occlSum, A, a));
     CHECK_OR(orStreamSynchronize(a));
-    expect_all(x, sum, "while other streams ran: the all-reduce");
+    EXPECT_FLOATS(x, N, sum, "while other streams ran: the all-reduce: ");
 
     CHECK_OR(orFree(x));
     CHECK_OR(orFree(y));

@@ -5,6 +5,8 @@
 #ifndef OR_OCCLTEST_H
 #define OR_OCCLTEST_H
 
+#include <stdlib.h>
+
 #include "mpitest.h"
 #include "occl.h"
 
@@ -30,6 +32,26 @@ static inline occlComm_t occltest_comm_world(const orClusterInfo *ci)
     occlComm_t comm;
     CHECK_OCCL(occlCommInitRank(&comm, ci->nranks, id, ci->rank));
     return comm;
+}
+
+/* Every one of the n floats at dev (device memory) is want; else the job
+ * fails at the caller's line, naming the first element that is not. */
+#define EXPECT_FLOATS(dev, n, want, what) occltest_expect_floats((dev), (n), (want), (what), __FILE__, __LINE__)
+static inline void occltest_expect_floats(const float *dev, size_t n, float want, const char *what,
+                                          const char *file, int line)
+{
+    float *host = malloc(n * sizeof *host);
+    if (!host)
+        mpitest_fail(file, line, what, ": out of memory to check the result");
+    CHECK_OR(orMemcpy(host, dev, n * sizeof *host, orMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        if (host[i] != want) {
+            char detail[128];
+            snprintf(detail, sizeof detail, "element %zu is %g, expected %g", i, host[i], want);
+            free(host);
+            mpitest_fail(file, line, what, detail);
+        }
+    free(host);
 }
 
 #endif

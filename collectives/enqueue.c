@@ -63,6 +63,7 @@ typedef struct occl_task {
     or_handed_task op; /* the stream's op, completed when the task has run */
     struct occl_task *next; /* in the communicator's queue */
     occl_ll_state ll; /* a low-latency call begun on the calling thread */
+    bool large;       /* of calls that never run on the calling thread: counted in comm->large_live */
     int n;
     occl_call calls[];
 } occl_task;
@@ -133,6 +134,8 @@ static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
     if (res != occlSuccess)
         task_report(t, res);
     atomic_fetch_sub(&comm->tasks_live, 1);
+    if (t->large)
+        atomic_fetch_sub(&comm->large_live, 1);
     pthread_mutex_unlock(&comm->lock);
     or_handed_task op = t->op;
     for (int i = 0; i < t->n; i++)
@@ -247,7 +250,7 @@ static bool call_may_run_on_caller(const occl_call *c)
 
 static bool may_run_on_caller(const occl_task *t)
 {
-    return t == launching && t->n == 1 && call_may_run_on_caller(&t->calls[0]);
+    return t == launching && !t->large; /* launch asked call_may_run_on_caller */
 }
 
 /* The calling thread's turn to run a task of comm, when the runner has none
@@ -354,6 +357,7 @@ static bool launch_inline(occl_call *call)
     t->op = NULL;
     t->next = NULL;
     t->n = 1;
+    t->large = false;
     t->ll.begun = t->ll.posted = false;
     t->calls[0] = *call;
     t->calls[0].ll = &t->ll;
@@ -445,9 +449,12 @@ static void runner_drain(occlComm_t comm)
 
 static occlResult_t launch(occl_call *calls, int n)
 {
-    if (n == 1 && call_may_run_on_caller(&calls[0])) {
-        if (atomic_load(&calls[0].comm->runner_load))
-            runner_drain(calls[0].comm);
+    occlComm_t comm = calls[0].comm;
+    bool small = n == 1 && call_may_run_on_caller(&calls[0]);
+    if (small) {
+        /* Not behind a large call: that one is not late, only long. */
+        if (atomic_load(&comm->runner_load) && !atomic_load(&comm->large_live))
+            runner_drain(comm);
         if (launch_inline(&calls[0]))
             return occlSuccess;
     }
@@ -455,6 +462,9 @@ static occlResult_t launch(occl_call *calls, int n)
     if (!t)
         return occl_fail(occlSystemError, "out of memory");
     t->n = n;
+    t->large = !small;
+    if (t->large)
+        atomic_fetch_add(&comm->large_live, 1);
     t->ll.begun = t->ll.posted = false;
     memcpy(t->calls, calls, (size_t)n * sizeof *calls);
     /* A NULL stream is the default stream of the device current at the call,
@@ -470,6 +480,8 @@ static occlResult_t launch(occl_call *calls, int n)
     orSetDevice(prev);
     if (err != orSuccess) {
         atomic_fetch_sub(&calls[0].comm->tasks_live, 1);
+        if (t->large)
+            atomic_fetch_sub(&comm->large_live, 1);
         free(t);
         return occl_fail(occlUnhandledDeviceError, "cannot enqueue on the stream");
     }

@@ -12,8 +12,11 @@
  *   2. rank 1 comes 2 s late to the first of 1000: the others issue all of
  *      them within 1 s, as a stuck peer holds a caller up for one wait per
  *      64 calls, not one per call;
+ *   3. rank 1 comes 300 ms late to a 64 KiB all-reduce (never on the
+ *      calling thread) and 10 small ones after it: the others issue the
+ *      small ones within 10 ms, not waiting behind the large one;
  * without it, with more ranks than cores (occl-ll-drain-4x1-default):
- *   3. rank 1 comes 0.5 ms late to one all-reduce, 20 times: the others
+ *   4. rank 1 comes 0.5 ms late to one all-reduce, 20 times: the others
  *      keep the call on the calling thread in more than a quarter of them
  *      (they did in 14 to 20 of 20 on a loaded machine), the default
  *      wait being longer than a scheduler slice there (with 200 us nearly
@@ -31,13 +34,23 @@
 #include "occl_internal.h" /* occl_comm_runner_calls: the debug counter */
 #include "occltest.h"
 
-enum { COUNT = 2, STREAM_CALLS = 20000, STUCK_CALLS = 1000, TRIALS = 20 };
+enum { COUNT = 2, STREAM_CALLS = 20000, STUCK_CALLS = 1000, TRIALS = 20, LARGE = 16384, BEHIND = 10 };
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* n all-reduces of rank + 1 into out, issued now; returns the seconds
+ * this rank took to issue them. */
+static double allreduces_now(occlComm_t comm, orStream_t s, const float *in, float *out, int n)
+{
+    double t0 = now_s();
+    for (int k = 0; k < n; k++)
+        CHECK_OCCL(occlAllReduce(in, out, COUNT, occlFloat32, occlSum, comm, s));
+    return now_s() - t0;
 }
 
 /* n all-reduces of rank + 1 into out, rank 1 `late_us` late to the first;
@@ -48,10 +61,7 @@ static double allreduces(occlComm_t comm, orStream_t s, const float *in, float *
     mpitest_barrier();
     if (rank == 1)
         usleep(late_us);
-    double t0 = now_s();
-    for (int k = 0; k < n; k++)
-        CHECK_OCCL(occlAllReduce(in, out, COUNT, occlFloat32, occlSum, comm, s));
-    double issued = now_s() - t0;
+    double issued = allreduces_now(comm, s, in, out, n);
     CHECK_OR(orStreamSynchronize(s));
     return issued;
 }
@@ -81,7 +91,7 @@ int main(int argc, char **argv)
     CHECK_OR(orMemcpy(in, h, sizeof h, orMemcpyHostToDevice));
     bool waiter = ci.rank != 1;
     float sum = (float)(ci.nranks * (ci.nranks + 1) / 2); /* of rank + 1 */
-    char detail[160], summary[160] = "";
+    char detail[160], summary[320] = "";
 
     if (wait_set) {
         /* 1: a stream of calls after one handed over. */
@@ -109,8 +119,29 @@ int main(int argc, char **argv)
                      "; %d calls issued in %.1f ms behind one stuck 2 s", STUCK_CALLS, issued * 1e3);
         if (waiter && issued > 1.0)
             mpitest_fail(__FILE__, __LINE__, "a stuck peer held up every call: ", detail);
+
+        /* 3: small calls behind a large one, its peer late. */
+        float *big;
+        CHECK_OR(orMalloc((void **)&big, LARGE * sizeof(float)));
+        CHECK_OR(orMemset(big, 0, LARGE * sizeof(float)));
+        mpitest_barrier();
+        if (ci.rank == 1)
+            usleep(300000);
+        CHECK_OCCL(occlAllReduce(big, big, LARGE, occlFloat32, occlSum, comm, s));
+        issued = allreduces_now(comm, s, in, out, BEHIND);
+        CHECK_OR(orStreamSynchronize(s));
+        EXPECT_FLOATS(out, COUNT, sum, "small all-reduces behind a large one: ");
+        EXPECT_FLOATS(big, LARGE, 0.0f, "a large all-reduce: ");
+        CHECK_OR(orFree(big));
+        snprintf(detail, sizeof detail, "rank %d issued %d small calls behind a large one in %.1f ms", ci.rank,
+                 BEHIND, issued * 1e3);
+        if (ci.rank == 0)
+            snprintf(summary + strlen(summary), sizeof summary - strlen(summary),
+                     "; %d small calls behind a large one in %.1f ms", BEHIND, issued * 1e3);
+        if (waiter && issued > 0.010)
+            mpitest_fail(__FILE__, __LINE__, "small calls waited behind a large one: ", detail);
     } else {
-        /* 3: a peer 0.5 ms late, with the default wait. */
+        /* 4: a peer 0.5 ms late, with the default wait. */
         int handed = 0;
         for (int k = 0; k < TRIALS; k++) {
             uint64_t before = occl_comm_runner_calls(comm);

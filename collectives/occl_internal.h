@@ -221,12 +221,12 @@ struct occlComm {
      * tasks_live below which calls are queued without waiting while no
      * more are. */
     _Atomic int runner_drain_waiters;
+    _Atomic uint64_t stuck_progress;
+    _Atomic int stuck_queue;
     /* Tasks of calls that never run on the calling thread (large calls,
      * groups) launched and not yet ended: a small call does not wait for
      * the runner behind one of them (enqueue.c). */
     _Atomic int large_live;
-    _Atomic uint64_t stuck_progress;
-    _Atomic int stuck_queue;
     _Atomic uint64_t runner_calls; /* tasks the runner ran; occl_comm_runner_calls reads it (tests) */
     /* The low-latency path (ll.c): every peer of the node had finished at
      * least this call when this rank last looked (their `done` only grow). */

@@ -143,5 +143,9 @@ int main(int argc, char **argv)
     if (ci.rank == 0)
         printf("PASS occl_ll: one thread and two devices, a late peer, busy streams (%d ranks)\n",
                nranks);
+    /* The program started MPI, so it ends it: under Hydra the first process
+     * to exit without MPI_Finalize has the others killed (SIGHUP), whatever
+     * they were still checking (docs/cluster.md#5-mpi-rules). */
+    MPI_Finalize();
     return 0;
 }

@@ -4,15 +4,10 @@
  * own thread runs (or keep it for occlGroupEnd). One enqueue path for every
  * collective.
  */
-#include <limits.h>
-#include <linux/futex.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "group.h"
 #define OCCL_LOG_SUBSYS OCCL_SUBSYS_COLL
@@ -182,8 +177,8 @@ static void *runner_main(void *arg)
             or_handed_task_begin(t->op);
         task_run(t);
         atomic_fetch_add_explicit(&comm->runner_calls, 1, memory_order_relaxed);
-        if (atomic_fetch_sub(&comm->runner_load, 1) == 1 && atomic_load(&comm->runner_drain_waiters))
-            syscall(SYS_futex, (uint32_t *)&comm->runner_load, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        if (atomic_fetch_sub(&comm->runner_load, 1) == 1)
+            or_notifier_signal(&comm->runner_idle);
         pthread_mutex_lock(&comm->runner_lock);
     }
     pthread_mutex_unlock(&comm->runner_lock);
@@ -406,6 +401,14 @@ static uint64_t progress(occlComm_t comm)
     return occl_ll_peers_progress(comm) + atomic_load(&comm->runner_calls);
 }
 
+/* The communicator's thread has nothing handed over left (or the
+ * communicator failed). */
+static bool runner_idle(void *arg)
+{
+    occlComm_t comm = arg;
+    return !atomic_load(&comm->runner_load) || atomic_load(&comm->async_error) != occlSuccess;
+}
+
 /* A call that may run on the calling thread finds the communicator's
  * thread still busy with calls handed over to it (their peers were late):
  * wait for it to finish them, as long as calls keep being finished, and
@@ -422,29 +425,17 @@ static void runner_drain(occlComm_t comm)
     if (mark == atomic_load_explicit(&comm->stuck_progress, memory_order_relaxed) &&
         atomic_load(&comm->tasks_live) < atomic_load_explicit(&comm->stuck_queue, memory_order_relaxed))
         return;
-    uint64_t wait = occl_caller_wait_ns(comm), give_up = or_now_ns() + wait;
-    atomic_fetch_add(&comm->runner_drain_waiters, 1);
-    for (;;) {
-        int load = atomic_load(&comm->runner_load); /* after the count: see runner_main */
-        if (!load || atomic_load(&comm->async_error) != occlSuccess)
-            break;
-        uint64_t now = or_now_ns();
-        if (now >= give_up) {
-            uint64_t m = progress(comm);
-            if (m == mark) {
-                atomic_store_explicit(&comm->stuck_progress, m, memory_order_relaxed);
-                atomic_store_explicit(&comm->stuck_queue, atomic_load(&comm->tasks_live) + STUCK_QUEUE,
-                                      memory_order_relaxed);
-                break;
-            }
-            mark = m;
-            give_up = now + wait;
+    uint64_t wait = occl_caller_wait_ns(comm);
+    while (!or_wait_sleeping(&comm->runner_idle, runner_idle, comm, or_now_ns() + wait)) {
+        uint64_t m = progress(comm);
+        if (m == mark) {
+            atomic_store_explicit(&comm->stuck_progress, m, memory_order_relaxed);
+            atomic_store_explicit(&comm->stuck_queue, atomic_load(&comm->tasks_live) + STUCK_QUEUE,
+                                  memory_order_relaxed);
+            return;
         }
-        uint64_t ns = give_up - now;
-        struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-        syscall(SYS_futex, (uint32_t *)&comm->runner_load, FUTEX_WAIT, load, &ts, NULL, 0);
+        mark = m;
     }
-    atomic_fetch_sub(&comm->runner_drain_waiters, 1);
 }
 
 static occlResult_t launch(occl_call *calls, int n)
@@ -479,7 +470,7 @@ static occlResult_t launch(occl_call *calls, int n)
     launching = NULL;
     orSetDevice(prev);
     if (err != orSuccess) {
-        atomic_fetch_sub(&calls[0].comm->tasks_live, 1);
+        atomic_fetch_sub(&comm->tasks_live, 1);
         if (t->large)
             atomic_fetch_sub(&comm->large_live, 1);
         free(t);

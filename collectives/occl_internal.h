@@ -215,12 +215,12 @@ struct occlComm {
      * (enqueue.c: a call claims this without a lock when the runner has none). */
     _Atomic int runner_load;
     _Atomic bool caller_busy;
-    /* Calling threads that sleep on runner_load for the runner to finish
-     * the calls handed over to it (enqueue.c, runner_drain); when the last
-     * of them gave up, the calls finished (enqueue.c, progress) and the
-     * tasks_live below which calls are queued without waiting while no
-     * more are. */
-    _Atomic int runner_drain_waiters;
+    /* Signalled when runner_load falls to 0, for a calling thread waiting
+     * for the runner to finish the calls handed over to it (enqueue.c,
+     * runner_drain); when the last such wait gave up, the calls finished
+     * (enqueue.c, progress) and the tasks_live below which calls are
+     * queued without waiting while no more are. */
+    or_notifier runner_idle;
     _Atomic uint64_t stuck_progress;
     _Atomic int stuck_queue;
     /* Tasks of calls that never run on the calling thread (large calls,

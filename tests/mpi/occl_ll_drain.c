@@ -43,6 +43,14 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* All ranks together, then rank 1 late_us later. */
+static void rank1_late(int rank, unsigned late_us)
+{
+    mpitest_barrier();
+    if (rank == 1)
+        usleep(late_us);
+}
+
 /* n all-reduces of rank + 1 into out, issued now; returns the seconds
  * this rank took to issue them. */
 static double allreduces_now(occlComm_t comm, orStream_t s, const float *in, float *out, int n)
@@ -58,9 +66,7 @@ static double allreduces_now(occlComm_t comm, orStream_t s, const float *in, flo
 static double allreduces(occlComm_t comm, orStream_t s, const float *in, float *out, int n, int rank,
                          unsigned late_us)
 {
-    mpitest_barrier();
-    if (rank == 1)
-        usleep(late_us);
+    rank1_late(rank, late_us);
     double issued = allreduces_now(comm, s, in, out, n);
     CHECK_OR(orStreamSynchronize(s));
     return issued;
@@ -124,9 +130,7 @@ int main(int argc, char **argv)
         float *big;
         CHECK_OR(orMalloc((void **)&big, LARGE * sizeof(float)));
         CHECK_OR(orMemset(big, 0, LARGE * sizeof(float)));
-        mpitest_barrier();
-        if (ci.rank == 1)
-            usleep(300000);
+        rank1_late(ci.rank, 300000);
         CHECK_OCCL(occlAllReduce(big, big, LARGE, occlFloat32, occlSum, comm, s));
         issued = allreduces_now(comm, s, in, out, BEHIND);
         CHECK_OR(orStreamSynchronize(s));

@@ -42,7 +42,7 @@ static inline void occltest_expect_floats(const float *dev, size_t n, float want
 {
     float *host = malloc(n * sizeof *host);
     if (!host)
-        mpitest_fail(file, line, what, ": out of memory to check the result");
+        mpitest_fail(file, line, what, "out of memory to check the result");
     CHECK_OR(orMemcpy(host, dev, n * sizeof *host, orMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++)
         if (host[i] != want) {

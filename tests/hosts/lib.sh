@@ -13,6 +13,8 @@
 #                     namespaces;
 #   stop_after_result JOB SEEN COMM [PIDS]   for a job still running after
 #                     its result: see below;
+#   stall_watch, stall_seen   the longest time the machine stopped since
+#                     stall_watch: see below;
 # and checks that test hosts can be made here (else hosts_skip). On exit the
 # hosts go down and out is removed; a test with more to undo defines
 # hosts_cleanup_more.
@@ -22,8 +24,10 @@ failed=0
 ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1"; failed=$((failed + 1)); }
 out=$(mktemp -d)
+stall_pid=
 hosts_cleanup() {
     if declare -F hosts_cleanup_more >/dev/null; then hosts_cleanup_more; fi
+    [ -z "$stall_pid" ] || kill "$stall_pid" 2>/dev/null
     $hosts --id "$id" down >/dev/null 2>&1
     rm -rf "$out"
 }
@@ -54,6 +58,29 @@ hosts_up() { # N
     fi
 }
 holder() { $hosts --id "$id" list | awk -v h="$1" '$1 == h {print $3}'; }
+
+# A virtual machine paused or snapshotted stops every process of it at once,
+# for seconds: a limit on how long a job takes to react must not count that
+# time. stall_watch starts a clock ticking every 0.1 s in the background;
+# stall_seen prints the longest gap between two of its ticks beyond the
+# 0.1 s, in seconds. A job that is merely slow leaves the clock ticking.
+stall_watch() {
+    [ -z "$stall_pid" ] || kill "$stall_pid" 2>/dev/null
+    echo 0 >"$out/stall"
+    (
+        prev=${EPOCHREALTIME//[!0-9]/} longest=0
+        while sleep 0.1; do
+            t=${EPOCHREALTIME//[!0-9]/}
+            if ((t - prev - 100000 > longest)); then
+                longest=$((t - prev - 100000))
+                echo "$longest" >"$out/stall"
+            fi
+            prev=$t
+        done
+    ) &
+    stall_pid=$!
+}
+stall_seen() { awk '{ printf "%.2f", $1 / 1e6 }' "$out/stall"; }
 
 # Processes in the set's namespaces whose command is COMM (libtool's
 # wrapper runs a program as lt-COMM).

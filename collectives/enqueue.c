@@ -81,6 +81,13 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
     if (res != occlSuccess)
         occl_fail(res, "the communicator failed earlier; call skipped");
     struct occl_prof_comm *prof = comm->prof; /* NCCL profiler plugin events (profiler.c) */
+    /* A small call on the calling thread: neither virtual time nor a trace
+     * (occl_vrun's part) applies, and it was found eligible at its launch
+     * (occl_run_call's choice), so straight to the low-latency path. */
+    if (t->calls[0].ll && !prof && comm->nranks > 1 && res == occlSuccess) {
+        occl_fp_begin(comm, &t->calls[0]);
+        return occl_ll_run(&t->calls[0], t->calls[0].ll);
+    }
     if (prof)
         occl_prof_group_start(comm);
     for (int i = 0; i < t->n && res == occlSuccess;) {

@@ -135,16 +135,6 @@ occl_fp_pair occl_fp_carried(occlComm_t comm, const occl_fp *fp)
     return p;
 }
 
-bool occl_fp_match(const occl_fp *mine, const occl_fp *theirs)
-{
-    if (mine->comm_id != theirs->comm_id || mine->type != theirs->type || mine->count != theirs->count)
-        return false;
-    if (!mine->seq || !theirs->seq) /* a Send meets only a Recv */
-        return !mine->seq && !theirs->seq && theirs->coll == OCCL_COLL_SEND &&
-               mine->coll == OCCL_COLL_RECV;
-    return mine->seq == theirs->seq && mine->coll == theirs->coll && mine->op == theirs->op &&
-           mine->root == theirs->root;
-}
 
 /* "rank 0 AllReduce float32 sum count 1024 #17", "rank 1 Send int32 count 8 to rank 0" */
 static int describe(char *buf, size_t size, int rank, const occl_fp *fp, uint64_t comm_id)

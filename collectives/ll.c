@@ -86,11 +86,14 @@ enum { WAIT_NONE = -1, WAIT_FREE = -2 };
 
 static size_t ll_max_bytes = OCCL_LL_DEFAULT_BYTES;  /* OCCL_LL_MAX_BYTES */
 
-size_t occl_ll_area_offset(int nranks)
+/* Inline: every look at a peer's box or counters finds the area by it. */
+static inline size_t area_offset(int nranks)
 {
     size_t off = sizeof(occl_ctrl) + 2 * (size_t)nranks * sizeof(occl_slot);
     return (off + 63) & ~(size_t)63;
 }
+
+size_t occl_ll_area_offset(int nranks) { return area_offset(nranks); }
 
 /* The same on every rank of a node: OCCL_LL_MAX_BYTES must agree. */
 static size_t box_stride(void) { return (sizeof(occl_ll_box) + ll_max_bytes + 63) & ~(size_t)63; }
@@ -104,7 +107,7 @@ size_t occl_ll_area_bytes(void)
 
 static occl_ll_area *area_of(occl_ctrl *c, int nranks)
 {
-    return (occl_ll_area *)((unsigned char *)c + occl_ll_area_offset(nranks));
+    return (occl_ll_area *)((unsigned char *)c + area_offset(nranks));
 }
 
 /* The box of call seq for a post of `bytes`, in c's area. */
@@ -201,6 +204,22 @@ static bool reads(const occl_call *c, int me, int j)
     case OCCL_COLL_SCATTER: return j == c->root;
     default: return true;
     }
+}
+
+/* Whose boxes rank `me` reads in call c (one peer, LL_FROM_ALL the others
+ * or LL_FROM_NONE), into st, with the bytes each of them posts: the same
+ * for every rank that posts in a call that every rank posts to. */
+static void read_set(const occl_call *c, int me, occl_ll_state *st)
+{
+    int n = c->comm->nranks;
+    switch (c->coll) {
+    case OCCL_COLL_REDUCE:
+    case OCCL_COLL_GATHER: st->from = me == c->root ? LL_FROM_ALL : LL_FROM_NONE; break;
+    case OCCL_COLL_BROADCAST:
+    case OCCL_COLL_SCATTER: st->from = me == c->root ? LL_FROM_NONE : c->root; break;
+    default: st->from = LL_FROM_ALL; break;
+    }
+    st->read_bytes = posted_bytes(c, st->from >= 0 ? st->from : (me + 1) % n);
 }
 
 /* In a rooted call that rank `me` reads, the peer whose posts it follows:
@@ -433,48 +452,65 @@ static bool box_free(occlComm_t comm, const occl_call *c, occl_ll_state *st, occ
     return true;
 }
 
-/* Every box this rank reads holds the call (each checked once). */
+/* Whether peer j's box holds the call (checked against the call's
+ * fingerprint once, then remembered in st->seen); false with *err set if
+ * it holds a mismatched one. */
+static bool box_posted(occlComm_t comm, occl_ll_state *st, int j, occlResult_t *err)
+{
+    if (st->seen[j / 64] >> (j % 64) & 1)
+        return true;
+    size_t bytes = st->read_bytes;
+    occl_ll_box *b = box_of(comm->peers[j].ctrl, comm->nranks, st->seq, bytes);
+    if (atomic_load_explicit(&b->seq, memory_order_acquire) != st->seq) {
+        /* A peer that posts another size (a mismatched count) may have
+         * used the boxes of the other class: its fingerprint says so. */
+        occl_ll_box *other = box_of(comm->peers[j].ctrl, comm->nranks, st->seq,
+                                    bytes <= OCCL_LL_SMALL_BYTES ? SIZE_MAX : 0);
+        if (!comm->check_calls || other == b || atomic_load_explicit(&other->seq, memory_order_acquire) != st->seq)
+            return false;
+        b = other;
+    }
+    if (comm->check_calls) {
+        occl_fp_pair theirs = b->fp;
+        const occl_fp *before = &comm->past[theirs.prev.seq % OCCL_FP_PAST];
+        if (!occl_fp_match(&st->fp, &theirs.cur)) {
+            *err = occl_fp_mismatch(comm, j, &theirs.cur, &theirs.prev, &st->fp);
+            return false;
+        }
+        if (theirs.prev.seq && before->seq == theirs.prev.seq && !occl_fp_match(before, &theirs.prev)) {
+            *err = occl_fp_mismatch(comm, j, &theirs.prev, NULL, before);
+            return false;
+        }
+        if (b->bytes != bytes) { /* the same call, read as another size: cannot be */
+            *err = occl_fail(occlInternalError, "low-latency path: rank %d posted %llu bytes "
+                             "for call %llu, %zu expected", j, (unsigned long long)b->bytes,
+                             (unsigned long long)st->seq, bytes);
+            return false;
+        }
+    }
+    st->seen[j / 64] |= 1ull << (j % 64);
+    return true;
+}
+
+/* Every box this rank reads holds the call. */
 static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st, occlResult_t *err)
 {
+    (void)c;
+    if (st->from >= 0) { /* a rooted call's one poster */
+        if (box_posted(comm, st, st->from, err))
+            return true;
+        st->missing = st->from;
+        return false;
+    }
     bool all = true;
-    for (int j = 0; j < comm->nranks; j++) {
-        if (!reads(c, comm->rank, j) || (st->seen[j / 64] >> (j % 64) & 1))
+    for (int j = 0; st->from == LL_FROM_ALL && j < comm->nranks; j++) {
+        if (j == comm->rank || box_posted(comm, st, j, err))
             continue;
-        size_t bytes = posted_bytes(c, j);
-        occl_ll_box *b = box_of(comm->peers[j].ctrl, comm->nranks, st->seq, bytes);
-        if (atomic_load_explicit(&b->seq, memory_order_acquire) != st->seq) {
-            /* A peer that posts another size (a mismatched count) may have
-             * used the boxes of the other class: its fingerprint says so. */
-            occl_ll_box *other = box_of(comm->peers[j].ctrl, comm->nranks, st->seq,
-                                        bytes <= OCCL_LL_SMALL_BYTES ? SIZE_MAX : 0);
-            if (!comm->check_calls || other == b ||
-                atomic_load_explicit(&other->seq, memory_order_acquire) != st->seq) {
-                if (all)
-                    st->missing = j;
-                all = false;
-                continue;
-            }
-            b = other;
-        }
-        if (comm->check_calls) {
-            occl_fp_pair theirs = b->fp;
-            const occl_fp *before = &comm->past[theirs.prev.seq % OCCL_FP_PAST];
-            if (!occl_fp_match(&st->fp, &theirs.cur)) {
-                *err = occl_fp_mismatch(comm, j, &theirs.cur, &theirs.prev, &st->fp);
-                return false;
-            }
-            if (theirs.prev.seq && before->seq == theirs.prev.seq && !occl_fp_match(before, &theirs.prev)) {
-                *err = occl_fp_mismatch(comm, j, &theirs.prev, NULL, before);
-                return false;
-            }
-            if (b->bytes != bytes) { /* the same call, read as another size: cannot be */
-                *err = occl_fail(occlInternalError, "low-latency path: rank %d posted %llu bytes "
-                                 "for call %llu, %zu expected", j, (unsigned long long)b->bytes,
-                                 (unsigned long long)st->seq, bytes);
-                return false;
-            }
-        }
-        st->seen[j / 64] |= 1ull << (j % 64);
+        if (*err != occlSuccess)
+            return false;
+        if (all)
+            st->missing = j;
+        all = false;
     }
     return all;
 }
@@ -506,13 +542,12 @@ uint64_t occl_comm_ll_naps(occlComm_t comm)
     return occl_comm_valid(comm) ? atomic_load(&comm->ll_naps) : 0;
 }
 
-static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, uint64_t seq)
+static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, const occl_ll_state *st)
 {
-    return j == comm->rank ? c->sendbuff
-                           : box_of(comm->peers[j].ctrl, comm->nranks, seq, posted_bytes(c, j))->data;
+    return j == comm->rank ? c->sendbuff : box_of(comm->peers[j].ctrl, comm->nranks, st->seq, st->read_bytes)->data;
 }
 
-static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
+static occlResult_t finish(occlComm_t comm, const occl_call *c, const occl_ll_state *st)
 {
     int n = comm->nranks, me = comm->rank;
     size_t es = occl_type_size(c->type), b = c->count * es;
@@ -523,7 +558,7 @@ static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
         const void *srcs[OCCL_LL_MAX_RANKS];
         size_t off = c->coll == OCCL_COLL_REDUCESCATTER ? (size_t)me * b : 0;
         for (int j = 0; j < n; j++)
-            srcs[j] = input_of(comm, c, j, seq) + off;
+            srcs[j] = input_of(comm, c, j, st) + off;
         occl_redop op = c->op;
         if (c->device_scalar) /* read now, as NCCL reads it in the kernel */
             op = occl_redop_premulsum(c->device_scalar, c->type);
@@ -538,25 +573,25 @@ static occlResult_t finish(occlComm_t comm, const occl_call *c, uint64_t seq)
         if (c->coll == OCCL_COLL_GATHER && me != c->root)
             break;
         for (int j = 0; j < n; j++)
-            if (recv + (size_t)j * b != input_of(comm, c, j, seq))
-                memmove(recv + (size_t)j * b, input_of(comm, c, j, seq), b);
+            if (recv + (size_t)j * b != input_of(comm, c, j, st))
+                memmove(recv + (size_t)j * b, input_of(comm, c, j, st), b);
         break;
     case OCCL_COLL_ALLTOALL:
         /* Own chunk last: in place, the others come from the boxes. */
         for (int j = 0; j < n; j++)
             if (j != me)
-                memcpy(recv + (size_t)j * b, input_of(comm, c, j, seq) + (size_t)me * b, b);
+                memcpy(recv + (size_t)j * b, input_of(comm, c, j, st) + (size_t)me * b, b);
         if (recv + (size_t)me * b != (const unsigned char *)c->sendbuff + (size_t)me * b)
             memmove(recv + (size_t)me * b, (const unsigned char *)c->sendbuff + (size_t)me * b, b);
         break;
     case OCCL_COLL_BROADCAST: {
-        const unsigned char *src = input_of(comm, c, c->root, seq);
+        const unsigned char *src = input_of(comm, c, c->root, st);
         if (recv != src)
             memmove(recv, src, b);
         break;
     }
     case OCCL_COLL_SCATTER: {
-        const unsigned char *src = input_of(comm, c, c->root, seq) + (size_t)me * b;
+        const unsigned char *src = input_of(comm, c, c->root, st) + (size_t)me * b;
         if (recv != src)
             memmove(recv, src, b);
         break;
@@ -578,6 +613,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
         st->seq = comm->fp.seq;
         st->free_need = 0;
         memset(st->seen, 0, (size_t)(comm->nranks + 63) / 64 * sizeof st->seen[0]); /* the words in use */
+        read_set(c, comm->rank, st);
         st->begun = true;
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks: low-latency path, on the %s thread", comm->rank,
                   occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
@@ -609,7 +645,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
     int poster = rooted_poster(c, comm->rank);
     if (poster >= 0)
         note_pace(comm, st->seq, poster);
-    res = finish(comm, c, st->seq);
+    res = finish(comm, c, st);
     uint64_t was = atomic_exchange(&mine->done, st->seq); /* sequentially consistent: see wait_until */
     for (int j = 0; j < comm->nranks; j++)
         if (j != comm->rank)

@@ -423,8 +423,7 @@ struct occl_call;
  * the communicator's next sequence number. */
 occl_fp occl_fp_of(const struct occl_call *c);
 void occl_fp_begin(occlComm_t comm, const struct occl_call *c);
-/* Whether a receive with fingerprint mine matches a send with theirs. */
-bool occl_fp_match(const occl_fp *mine, const occl_fp *theirs);
+/* occl_fp_match is inline, after occl_coll. */
 /* What a transfer of the running call carries. */
 occl_fp_pair occl_fp_carried(occlComm_t comm, const occl_fp *fp);
 /* Both sides differ: fail with occlInvalidUsage naming both, and tell the
@@ -463,6 +462,19 @@ typedef enum {
     OCCL_COLL_SIGNAL,
     OCCL_COLL_WAITSIGNAL
 } occl_coll;
+
+/* Whether a receive with fingerprint mine matches a send with theirs. */
+static inline bool occl_fp_match(const occl_fp *mine, const occl_fp *theirs)
+{
+    if (mine->comm_id != theirs->comm_id || mine->type != theirs->type || mine->count != theirs->count)
+        return false;
+    if (!mine->seq || !theirs->seq) /* a Send meets only a Recv */
+        return !mine->seq && !theirs->seq && theirs->coll == OCCL_COLL_SEND &&
+               mine->coll == OCCL_COLL_RECV;
+    return mine->seq == theirs->seq && mine->coll == theirs->coll && mine->op == theirs->op &&
+           mine->root == theirs->root;
+}
+
 static inline bool occl_coll_is_rma(occl_coll c) { return c >= OCCL_COLL_PUTSIGNAL; }
 
 typedef struct occl_call {
@@ -549,9 +561,12 @@ typedef struct occl_ll_state {
     uint64_t seq;        /* the call's sequence number on the communicator */
     uint64_t give_up_ns; /* 0, or when to return occlInProgress (posted or not) */
     int missing;         /* the first peer whose box was not posted at the last look */
+    int from;            /* the one peer whose box this rank reads, or LL_FROM_ALL, LL_FROM_NONE */
+    size_t read_bytes;   /* what each peer read posts */
     uint64_t free_need;  /* 0, or the done every peer must reach before this rank posts */
     uint64_t seen[OCCL_LL_MAX_RANKS / 64]; /* peers whose box was found holding the call */
 } occl_ll_state;
+enum { LL_FROM_ALL = -1, LL_FROM_NONE = -2 };
 size_t occl_ll_area_offset(int nranks); /* in a control block of nranks */
 size_t occl_ll_area_bytes(void);
 void occl_ll_init(occl_ctrl *c, int nranks); /* a control block just zeroed */

@@ -141,6 +141,9 @@ typedef struct {
 /* How many device allocations this process has freed: what or_mem_export
  * said of a buffer of this process holds while the count has not moved. */
 uint64_t or_mem_free_count(void);
+/* How many streams this process has destroyed: an or_stream_ref of a
+ * handle holds while the count has not moved. */
+uint64_t or_stream_destroy_count(void);
 /* How many writes into another node's memory this process has posted (their
  * op completed before the owner's acknowledgement, src/stream.c), and in
  * *unacked (unless NULL) how many of them the owners have not acknowledged

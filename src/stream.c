@@ -800,6 +800,10 @@ static bool stream_unpinned(void *arg)
     return atomic_load(&s->pins) == 0;
 }
 
+static _Atomic uint64_t streams_destroyed;
+
+uint64_t or_stream_destroy_count(void) { return atomic_load(&streams_destroyed); }
+
 orError_t orStreamDestroy(orStream_t stream)
 {
     OR_API_BEGIN();
@@ -810,6 +814,7 @@ orError_t orStreamDestroy(orStream_t stream)
     or_stream *s = or_handle_unregister(OR_HANDLE_STREAM, (uintptr_t)stream);
     if (!s)
         OR_RETURN(orErrorInvalidResourceHandle);
+    atomic_fetch_add(&streams_destroyed, 1);
     /* The handle is dead for everyone else; finish what was queued. */
     or_wait(&s->done, stream_drained, s, 0);
     or_wait(&s->done, stream_unpinned, s, 0);

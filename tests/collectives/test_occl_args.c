@@ -585,6 +585,37 @@ Test(occl_args, destroyed_stream)
                     occlInvalidArgument, comms[0], call_names[c]);
 }
 
+/* A call repeated with the same arguments is not looked up again
+ * (enqueue.c): its stream destroyed, or its buffer freed, in between must
+ * still be found. A one-rank communicator, whose calls end on their own. */
+Test(occl_args, repeated_call_after_stream_destroyed_or_buffer_freed)
+{
+    occlComm_t solo;
+    int dev0 = 0;
+    CHECK_OCCL(occlCommInitAll(&solo, 1, &dev0));
+    orStream_t s;
+    float *buf;
+    cr_assert_eq(orStreamCreate(&s), orSuccess);
+    cr_assert_eq(orMalloc((void **)&buf, N * sizeof *buf), orSuccess);
+    for (int i = 0; i < 3; i++)
+        CHECK_OCCL(occlAllReduce(sendbufs[0], recvbufs[0], 4, occlFloat, occlSum, solo, s));
+    cr_assert_eq(orStreamSynchronize(s), orSuccess);
+    cr_assert_eq(orStreamDestroy(s), orSuccess);
+    EXPECT_OCCL(occlAllReduce(sendbufs[0], recvbufs[0], 4, occlFloat, occlSum, solo, s),
+                occlInvalidArgument, solo, "the same call on its destroyed stream");
+    expect_reason("invalid stream", "the same call on its destroyed stream");
+
+    for (int i = 0; i < 3; i++)
+        CHECK_OCCL(occlBroadcast(sendbufs[0], buf, 4, occlFloat, 0, solo, streams[0]));
+    cr_assert_eq(orStreamSynchronize(streams[0]), orSuccess);
+    cr_assert_eq(orFree(buf), orSuccess);
+    EXPECT_OCCL(occlBroadcast(sendbufs[0], buf, 4, occlFloat, 0, solo, streams[0]), occlInvalidArgument,
+                solo, "the same call on its freed recvbuff");
+    expect_reason("recvbuff (16 bytes) is host memory (or freed device memory)",
+                  "the same call on its freed recvbuff");
+    CHECK_OCCL(occlCommDestroy(solo));
+}
+
 /* ---- groups ------------------------------------------------------------------------ */
 
 Test(occl_args, group_end_without_start)

@@ -82,7 +82,9 @@ struct occl_ll_area {
     _Atomic uint64_t free_at;
 };
 
-enum { WAIT_NONE = -1, WAIT_FREE = -2 };
+/* sleeps_for, besides a rank: nothing, its box to be freed, or a nap that
+ * no post ends (only a poster about to sleep itself does). */
+enum { WAIT_NONE = -1, WAIT_FREE = -2, WAIT_NAP = -3 };
 
 static size_t ll_max_bytes = OCCL_LL_DEFAULT_BYTES;  /* OCCL_LL_MAX_BYTES */
 
@@ -306,6 +308,33 @@ typedef bool (*ready_fn)(occlComm_t comm, const occl_call *c, occl_ll_state *st,
  * docs/occl-perf.md); a yield hands the core to any rank that can run. */
 enum { SPIN_NS = 20000, YIELD_NS = 100000, OVERSUBSCRIBED_YIELD_NS = 300000, CHECK_NS = 1000000 };
 
+/* A reader's nap lasts about as long as its poster takes to post
+ * NAP_BATCH calls at the pace the stream has had since the reader's last
+ * nap (at least OCCL_LL_NAP_US, at most NAP_MAX_NS): with many readers per
+ * core, a nap of a fixed length either ends before the poster, sharing the
+ * cores with them, has posted anything, and the readers go through a
+ * round of switches per post, or it idles a few readers' cores. A pace
+ * over a gap longer than PACE_GAP_NS is the stream's pause, not its pace. */
+enum { NAP_BATCH = 32 };
+#define NAP_MAX_NS 1000000u
+#define PACE_GAP_NS 10000000u
+
+static uint64_t nap_length(occlComm_t comm, uint64_t seq, uint64_t now)
+{
+    if (seq == comm->ll_nap_seq) /* again in one call: the length found at its first nap */
+        return comm->ll_nap_len;
+    uint64_t nap = nap_ns, since = now - comm->ll_nap_ns;
+    if (comm->ll_nap_seq && seq > comm->ll_nap_seq && comm->ll_nap_ns < now && since < PACE_GAP_NS) {
+        uint64_t batch = since / (seq - comm->ll_nap_seq) * NAP_BATCH;
+        if (batch > nap)
+            nap = batch < NAP_MAX_NS ? batch : NAP_MAX_NS;
+    }
+    comm->ll_nap_ns = now;
+    comm->ll_nap_seq = seq;
+    comm->ll_nap_len = nap;
+    return nap;
+}
+
 /* ns, or less if the caller gives up sooner. */
 static uint64_t capped(const occl_ll_state *st, uint64_t now, uint64_t ns)
 {
@@ -315,10 +344,11 @@ static uint64_t capped(const occl_ll_state *st, uint64_t now, uint64_t ns)
 }
 
 /* Sleep on this rank's doorbell while it still reads `bell`, at most ns. */
-static void bell_wait(occl_ctrl *me, uint32_t bell, uint64_t ns)
+static bool bell_wait(occl_ctrl *me, uint32_t bell, uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    syscall(SYS_futex, (uint32_t *)&me->doorbell, FUTEX_WAIT, bell, &ts, NULL, 0);
+    /* Woken, or rung before it slept: not timed out (nor interrupted). */
+    return syscall(SYS_futex, (uint32_t *)&me->doorbell, FUTEX_WAIT, bell, &ts, NULL, 0) == 0 || errno == EAGAIN;
 }
 
 /* Until ready() says so, fails, or the deadline, an abort or the caller's
@@ -345,6 +375,17 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
      * finds nothing new means the stream has stopped. */
     bool may_nap = check_peers && comm->oversubscribed && comm->ll_ahead > 0 && nap_ns &&
                    rooted_poster(c, comm->rank) >= 0;
+    /* A Broadcast's or Scatter's leaf that has caught up with a root that
+     * sleeps until its readers free half its window: the slowest readers
+     * have that to read, and a yield would take their core; this one naps
+     * as long as the root sleeps, until the root has posted the next half
+     * window and sleeps again, waking the nappers. Not the root of a
+     * Reduce: a leaf it reads may sleep for it. */
+    occl_ll_area *root_area = check_peers && comm->oversubscribed && nap_ns && st->from >= 0 &&
+                                      (c->coll == OCCL_COLL_BROADCAST || c->coll == OCCL_COLL_SCATTER)
+                                  ? area_of(comm->peers[st->from].ctrl, comm->nranks)
+                                  : NULL;
+    uint64_t blocked_nap = 0;
     for (unsigned looks = 1;; looks++) {
         uint32_t bell = atomic_load(&me->doorbell);
         if (ready(comm, c, st, &err) || err != occlSuccess)
@@ -377,11 +418,23 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
                     return err;
             }
         }
-        if (may_nap) {
+        bool blocked = root_area && atomic_load(&root_area->sleeps_for) == WAIT_FREE;
+        if (may_nap || blocked) {
+            uint64_t nap = nap_length(comm, st->seq, now);
+            if (may_nap)
+                comm->ll_ahead = 0;
+            else /* the root blocked for long: naps twice as long each time, up to CHECK_NS */
+                nap = blocked_nap = blocked_nap ? (2 * blocked_nap < CHECK_NS ? 2 * blocked_nap : CHECK_NS) : nap;
             may_nap = false;
-            comm->ll_ahead = 0;
+            /* Said, so that a poster that sleeps for its window to be
+             * freed next wakes this nap first (below). */
+            atomic_store(&area->sleeps_for, WAIT_NAP);
+            atomic_fetch_add(&me->sleepers, 1);
             atomic_fetch_add_explicit(&comm->ll_naps, 1, memory_order_relaxed);
-            bell_wait(me, bell, capped(st, now, nap_ns));
+            if (bell_wait(me, bell, capped(st, now, nap)))
+                atomic_fetch_add_explicit(&comm->ll_naps_woken, 1, memory_order_relaxed);
+            atomic_fetch_sub(&me->sleepers, 1);
+            atomic_store_explicit(&area->sleeps_for, WAIT_NONE, memory_order_relaxed);
             continue;
         }
         if (now - start < yield_ns) {
@@ -393,6 +446,11 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
         if (!check_peers)
             atomic_store(&area->free_at, st->free_need);
         atomic_store(&area->sleeps_for, whom);
+        /* A poster whose window is full wakes its readers that nap: its
+         * next posts wait for them. */
+        for (int j = 0; !check_peers && j < comm->nranks; j++)
+            if (reads(c, j, comm->rank))
+                wake_if(comm, j, WAIT_NAP);
         atomic_fetch_add(&me->sleepers, 1);
         /* If the first missing box came meanwhile, the next one's poster does
          * not know about this sleep yet: say so first. */
@@ -540,6 +598,11 @@ static void note_pace(occlComm_t comm, uint64_t seq, int poster)
 uint64_t occl_comm_ll_naps(occlComm_t comm)
 {
     return occl_comm_valid(comm) ? atomic_load(&comm->ll_naps) : 0;
+}
+
+uint64_t occl_comm_ll_naps_woken(occlComm_t comm)
+{
+    return occl_comm_valid(comm) ? atomic_load(&comm->ll_naps_woken) : 0;
 }
 
 static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, const occl_ll_state *st)

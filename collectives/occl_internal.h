@@ -235,7 +235,11 @@ struct occlComm {
      * poster naps instead of yielding: set when the poster was found done
      * with a later call than the one read (ll.c, note_pace). */
     int ll_ahead;
+    /* When this rank last napped, in which call, and how long: the
+     * stream's pace since sets the next call's naps' (ll.c, nap_length). */
+    uint64_t ll_nap_ns, ll_nap_seq, ll_nap_len;
     _Atomic uint64_t ll_naps; /* how many times; occl_comm_ll_naps reads it (tests) */
+    _Atomic uint64_t ll_naps_woken; /* of them, ended by a poster's ring (occl_comm_ll_naps_woken) */
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
@@ -659,8 +663,10 @@ void occl_regs_release(occlComm_t comm);
 bool occl_buffer_registered(occlComm_t comm, const void *p, size_t bytes);
 /* The staged-bytes counter above; a debug query for tests, not in occl.h. */
 uint64_t occl_comm_staged_bytes(occlComm_t comm);
-/* The naps of the low-latency path's readers (ll.c); the same kind of query. */
+/* The naps of the low-latency path's readers (ll.c), and those of them a
+ * poster's ring ended; the same kind of query. */
 uint64_t occl_comm_ll_naps(occlComm_t comm);
+uint64_t occl_comm_ll_naps_woken(occlComm_t comm);
 /* Tasks the communicator's thread has run, whole or taken over from the
  * calling thread (enqueue.c); the same kind of query. */
 uint64_t occl_comm_runner_calls(occlComm_t comm);

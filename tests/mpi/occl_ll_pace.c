@@ -10,6 +10,11 @@
  *   3. a Reduce to rank 0 then a Broadcast from it, 200 times: the root is
  *      never two calls ahead of a leaf (its next Broadcast needs the leaf's
  *      next post), nor a leaf of the root, so nobody naps;
+ *   4. 400 broadcasts, rank 1 300 ms late to them: the root's window fills
+ *      and it sleeps for rank 1; the other leaves, caught up, nap as long
+ *      as it sleeps (more than 50 naps, where a nap per catch-up makes a
+ *      few), ever longer naps (less than 30 ms of CPU in the 300 ms), and
+ *      the root, its window full again, ends some of them;
  * every result checked. With OCCL_LL_NAP_US=0 nobody naps at all. Needs
  * more ranks than cores, one node (4 ranks of one device on 2 cores).
  */
@@ -17,13 +22,22 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mpitest.h"
 #include "occl_internal.h" /* occl_comm_ll_naps: the debug counter */
 #include "occltest.h"
 
-enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20 };
+enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20, BLOCKED = 400, LATE_MS = 300 };
+
+/* CPU time of this process (every thread), in ms. */
+static double cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
 
 static void expect(const float *dev, float want, const char *what, int call)
 {
@@ -31,7 +45,7 @@ static void expect(const float *dev, float want, const char *what, int call)
     CHECK_OR(orMemcpy(got, dev, sizeof got, orMemcpyDeviceToHost));
     for (int i = 0; i < COUNT; i++)
         if (got[i] != want) {
-            char detail[128];
+            char detail[192];
             snprintf(detail, sizeof detail, "call %d, element %d: %g, expected %g", call, i, got[i], want);
             mpitest_fail(__FILE__, __LINE__, what, detail);
         }
@@ -93,7 +107,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < FIRST + SECOND; k++)
         expect(bufs[k], (float)k, "a broadcast of a root running ahead: ", k);
     uint64_t napped = occl_comm_ll_naps(comm);
-    char detail[128];
+    char detail[192];
     snprintf(detail, sizeof detail, "rank %d napped %llu times in the broadcasts", ci.rank,
              (unsigned long long)napped);
     if (root && napped)
@@ -160,6 +174,45 @@ int main(int argc, char **argv)
              2 * (CHAIN - SETTLE));
     if (chained)
         mpitest_fail(__FILE__, __LINE__, "a chain of calls that need each other napped: ", detail);
+
+    /* 4: a root whose window a late leaf holds. */
+    float *many[BLOCKED];
+    for (int k = 0; k < BLOCKED; k++) {
+        CHECK_OR(orMalloc((void **)&many[k], COUNT * sizeof(float)));
+        fill(many[k], root ? (float)k : -1);
+    }
+    mpitest_barrier();
+    before = occl_comm_ll_naps(comm);
+    uint64_t woken0 = occl_comm_ll_naps_woken(comm);
+    double cpu0 = cpu_ms();
+    if (ci.rank == 1)
+        usleep(LATE_MS * 1000);
+    for (int k = 0; k < BLOCKED; k++)
+        CHECK_OCCL(occlBroadcast(many[k], many[k], COUNT, occlFloat32, 0, comm, s));
+    CHECK_OR(orStreamSynchronize(s));
+    double cpu = cpu_ms() - cpu0;
+    napped = occl_comm_ll_naps(comm) - before;
+    uint64_t woken = occl_comm_ll_naps_woken(comm) - woken0;
+    for (int k = 0; k < BLOCKED; k++) {
+        expect(many[k], (float)k, "a broadcast behind a late leaf: ", k);
+        CHECK_OR(orFree(many[k]));
+    }
+    snprintf(detail, sizeof detail, "rank %d napped %llu times (%llu ended by the root), %.1f ms of CPU, in %d "
+             "broadcasts behind a leaf %d ms late", ci.rank, (unsigned long long)napped, (unsigned long long)woken,
+             cpu, BLOCKED, LATE_MS);
+    if (ci.rank >= 2 && naps_on && napped <= 50)
+        mpitest_fail(__FILE__, __LINE__, "a leaf caught up with a root blocked by another leaf napped too few times: ",
+                     detail);
+    if (ci.rank >= 2 && naps_on && !woken)
+        mpitest_fail(__FILE__, __LINE__, "a root whose window was full again ended no nap of a leaf: ", detail);
+    if (ci.rank >= 2 && cpu >= 30)
+        mpitest_fail(__FILE__, __LINE__, "a leaf caught up with a root blocked by another leaf used the CPU: ",
+                     detail);
+    if ((root || !naps_on) && napped)
+        mpitest_fail(__FILE__, __LINE__, root ? "a root that only posts napped: " : "OCCL_LL_NAP_US=0 and still a nap: ",
+                     detail);
+    if (ci.rank == 2)
+        printf("occl ll pace: %s\n", detail);
 
     for (int k = 0; k < FIRST + SECOND; k++)
         CHECK_OR(orFree(bufs[k]));

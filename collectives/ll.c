@@ -560,8 +560,9 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
         st->missing = st->from;
         return false;
     }
+    /* The peers before the first one missing at the last look were all seen. */
     bool all = true;
-    for (int j = 0; st->from == LL_FROM_ALL && j < comm->nranks; j++) {
+    for (int j = st->missing; st->from == LL_FROM_ALL && j < comm->nranks; j++) {
         if (j == comm->rank || box_posted(comm, st, j, err))
             continue;
         if (*err != occlSuccess)
@@ -677,6 +678,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
         st->free_need = 0;
         memset(st->seen, 0, (size_t)(comm->nranks + 63) / 64 * sizeof st->seen[0]); /* the words in use */
         read_set(c, comm->rank, st);
+        st->missing = 0;
         st->begun = true;
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks: low-latency path, on the %s thread", comm->rank,
                   occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,

@@ -135,7 +135,6 @@ occl_fp_pair occl_fp_carried(occlComm_t comm, const occl_fp *fp)
     return p;
 }
 
-
 /* "rank 0 AllReduce float32 sum count 1024 #17", "rank 1 Send int32 count 8 to rank 0" */
 static int describe(char *buf, size_t size, int rank, const occl_fp *fp, uint64_t comm_id)
 {

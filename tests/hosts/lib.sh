@@ -13,8 +13,8 @@
 #                     namespaces;
 #   stop_after_result JOB SEEN COMM [PIDS]   for a job still running after
 #                     its result: see below;
-#   stall_watch, stall_seen   the longest time the machine stopped since
-#                     stall_watch: see below;
+#   stall_watch, stall_allow   a limit on a job's time that does not count
+#                     the time the whole machine stopped: see below;
 # and checks that test hosts can be made here (else hosts_skip). On exit the
 # hosts go down and out is removed; a test with more to undo defines
 # hosts_cleanup_more.
@@ -62,8 +62,10 @@ holder() { $hosts --id "$id" list | awk -v h="$1" '$1 == h {print $3}'; }
 # A virtual machine paused or snapshotted stops every process of it at once,
 # for seconds: a limit on how long a job takes to react must not count that
 # time. stall_watch starts a clock ticking every 0.1 s in the background;
-# stall_seen prints the longest gap between two of its ticks beyond the
-# 0.1 s, in seconds. A job that is merely slow leaves the clock ticking.
+# stall_allow adds to $limit (seconds) the longest gap between two of its
+# ticks beyond the 0.1 s, when it is 0.5 s or more, and says so in $stalled
+# (else empty) for the test's message. A job that is merely slow leaves the
+# clock ticking.
 stall_watch() {
     [ -z "$stall_pid" ] || kill "$stall_pid" 2>/dev/null
     echo 0 >"$out/stall"
@@ -80,7 +82,15 @@ stall_watch() {
     ) &
     stall_pid=$!
 }
-stall_seen() { awk '{ printf "%.2f", $1 / 1e6 }' "$out/stall"; }
+stall_allow() {
+    local stall
+    stall=$(awk '{ printf "%.2f", $1 / 1e6 }' "$out/stall")
+    stalled=
+    if awk -v s="$stall" 'BEGIN { exit !(s >= 0.5) }'; then
+        limit=$(awk -v l="$limit" -v s="$stall" 'BEGIN { print l + s }')
+        stalled="; the machine stopped for $stall s"
+    fi
+}
 
 # Processes in the set's namespaces whose command is COMM (libtool's
 # wrapper runs a program as lt-COMM).

@@ -380,9 +380,9 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
      * have that to read, and a yield would take their core; this one naps
      * as long as the root sleeps, until the root has posted the next half
      * window and sleeps again, waking the nappers. Not the root of a
-     * Reduce: a leaf it reads may sleep for it. */
-    occl_ll_area *root_area = check_peers && comm->oversubscribed && nap_ns && st->from >= 0 &&
-                                      (c->coll == OCCL_COLL_BROADCAST || c->coll == OCCL_COLL_SCATTER)
+     * Reduce: a leaf it reads may sleep for it. (A reader with one poster,
+     * st->from, is such a leaf: read_set.) */
+    occl_ll_area *root_area = check_peers && comm->oversubscribed && nap_ns && st->from >= 0
                                   ? area_of(comm->peers[st->from].ctrl, comm->nranks)
                                   : NULL;
     uint64_t blocked_nap = 0;

@@ -242,12 +242,17 @@ static _Thread_local bool launching_many;
  * to the communicator's thread, whose wake-up would cost more than the call
  * (docs/occl-perf.md). Not in virtual time or traces, which account for
  * the call on the communicator's thread. */
-static bool call_may_run_on_caller(const occl_call *c)
+static bool call_fits_caller(const occl_call *c)
 {
-    return !launching_many && occl_caller_wait_ns(c->comm) && !or_vclock_virtual() && !or_trace_enabled() &&
-           (occl_ll_eligible(c) || occl_ll_solo(c)) &&
+    return occl_caller_wait_ns(c->comm) && (occl_ll_eligible(c) || occl_ll_solo(c)) &&
            /* a tuner's choice is asked on the communicator's thread */
            !(c->comm->tuner && occl_tuner_asks(c->coll));
+}
+
+/* fits: call_fits_caller(c), which a repeated call knows already. */
+static bool call_may_run_on_caller(const occl_call *c, bool fits)
+{
+    return !launching_many && fits && !or_vclock_virtual() && !or_trace_enabled();
 }
 
 static bool may_run_on_caller(const occl_task *t)
@@ -445,10 +450,12 @@ static void runner_drain(occlComm_t comm)
     }
 }
 
-static occlResult_t launch(occl_call *calls, int n)
+/* fits: whether calls[0] would fit the calling thread (call_fits_caller),
+ * or -1 to find out. */
+static occlResult_t launch(occl_call *calls, int n, int fits)
 {
     occlComm_t comm = calls[0].comm;
-    bool small = n == 1 && call_may_run_on_caller(&calls[0]);
+    bool small = n == 1 && call_may_run_on_caller(&calls[0], fits < 0 ? call_fits_caller(&calls[0]) : fits);
     if (small) {
         /* Not behind a large call: that one is not late, only long. */
         if (atomic_load(&comm->runner_load) && !atomic_load(&comm->large_live))
@@ -642,7 +649,7 @@ static occlResult_t group_end(bool simulate, occlSimInfo_t *sim)
             break;
         }
         int n = group_take(i, mine);
-        res = launch(mine, n);
+        res = launch(mine, n, -1);
         if (res != occlSuccess)
             for (int k = 0; k < n; k++)
                 occl_call_release(&mine[k]);
@@ -760,6 +767,7 @@ static _Thread_local struct checked_call {
     orStream_t stream;
     or_stream_ref sref;
     uint64_t frees, streams_destroyed;
+    bool fits; /* call_fits_caller */
 } last_checked;
 
 static bool checked_before(const occl_call *c)
@@ -828,7 +836,8 @@ static occlResult_t enqueue(occl_call *c)
         /* The counts read before the look-ups: a free meanwhile is seen next time. */
         if (res == occlSuccess && !grp.depth && c->stream && !occl_coll_is_rma(c->coll) && !c->source)
             last_checked = (struct checked_call){c->comm, c->coll, c->sendbuff, c->recvbuff, c->count,
-                                                 c->type, c->root, c->stream, c->sref, frees, destroyed};
+                                                 c->type, c->root, c->stream, c->sref, frees, destroyed,
+                                                 call_fits_caller(c)};
     }
     /* Last: it copies WaitSignal's descriptors, which the call then owns. */
     if (res == occlSuccess && occl_coll_is_rma(c->coll))
@@ -850,7 +859,7 @@ static occlResult_t enqueue(occl_call *c)
         grp.calls[grp.ncalls++].sref.stream = NULL;
         return occlSuccess;
     }
-    occlResult_t launched = launch(c, 1);
+    occlResult_t launched = launch(c, 1, known ? last_checked.fits : -1);
     if (launched != occlSuccess)
         occl_call_release(c);
     return launched;

@@ -61,6 +61,23 @@ AC_DEFUN([OR_ENABLE_SANITIZERS], [
   AM_CONDITIONAL([ENABLE_TSAN], [test "x$enable_sanitizers" = xthread])
 ])
 
+# Thread-local variables of the libraries (the current device, a thread's
+# last error, the calls it checked) are read at every call: with TLS
+# descriptors a read is a few instructions where the default dialect of a
+# shared library calls __tls_get_addr each time (docs/occl-perf.md). Not
+# with the sanitizers, whose runtimes find a thread's TLS their own way.
+AC_DEFUN([OR_CHECK_TLS_DIALECT], [
+  TLS_CFLAGS=
+  AS_IF([test -z "$SANITIZER_FLAGS"], [
+    AC_MSG_CHECKING([whether $CC takes -mtls-dialect=gnu2])
+    or_save_CFLAGS=$CFLAGS
+    CFLAGS="$CFLAGS -mtls-dialect=gnu2 -fPIC"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[static _Thread_local int x;]], [[x++; return x - 1;]])],
+      [AC_MSG_RESULT([yes]); TLS_CFLAGS=-mtls-dialect=gnu2], [AC_MSG_RESULT([no])])
+    CFLAGS=$or_save_CFLAGS])
+  AC_SUBST([TLS_CFLAGS])
+])
+
 # PyTorch: the torch_openreg extension (backend/) is part of the build unless
 # --without-torch says otherwise; a Python that cannot build it stops
 # configure with the reason (never a quiet skip). --with-torch=PYTHON names

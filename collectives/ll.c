@@ -60,13 +60,9 @@ typedef struct occl_ll_box {
 /* A rank's boxes are used by its calls in turn: a root that only posts
  * (Broadcast, Scatter) or leaves that only post (Reduce, Gather) run up to
  * as many calls ahead of the slowest reader as there are boxes. Calls of at
- * most OCCL_LL_SMALL_BYTES per rank (a loss, a norm, a flag) have boxes of
- * their own, many of them: the deeper the window, the fewer times a rank
- * that runs ahead must wait for one behind it to be scheduled, which is
- * what a stream of small rooted calls costs with more ranks than cores. */
+ * most OCCL_LL_SMALL_BYTES per rank (a loss, a norm, a flag) have
+ * OCCL_LL_SMALL_BOXES boxes of their own (occl_internal.h). */
 #define OCCL_LL_BOXES 8
-#define OCCL_LL_SMALL_BOXES 128
-#define OCCL_LL_SMALL_BYTES 128
 
 struct occl_ll_area {
     _Alignas(64) _Atomic uint64_t done; /* the last call this rank has read its peers' boxes for */

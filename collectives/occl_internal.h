@@ -549,6 +549,15 @@ bool occl_window_by_index(occlComm_t comm, uint64_t index, void **user, size_t *
 #define OCCL_LL_BOX_BYTES (16 << 10) /* the largest OCCL_LL_MAX_BYTES */
 #define OCCL_LL_DEFAULT_BYTES 4096
 #define OCCL_LL_MAX_RANKS OCCL_MAX_MPI_RANKS
+/* Calls of at most OCCL_LL_SMALL_BYTES per rank have this many boxes (256
+ * bytes each) per rank and communicator: a rank that runs ahead by that
+ * many calls sleeps until its readers have freed half of them, and the
+ * reader that does wakes it. With more ranks than cores, a sleep and its
+ * wake-up take about 10 us of kernel time on these machines: at 128 boxes
+ * they were 40% of the CPU of a stream of 8-byte broadcasts on 4 ranks, at
+ * 1024 a few percent (docs/occl-perf.md). */
+#define OCCL_LL_SMALL_BOXES 1024
+#define OCCL_LL_SMALL_BYTES 128
 /* How long a call run on the calling thread waits for its peers before the
  * communicator's thread takes it over (OCCL_CALLER_WAIT_US). */
 #define OCCL_CALLER_WAIT_DEFAULT_US 200

@@ -10,8 +10,8 @@
  *   3. a Reduce to rank 0 then a Broadcast from it, 200 times: the root is
  *      never two calls ahead of a leaf (its next Broadcast needs the leaf's
  *      next post), nor a leaf of the root, so nobody naps;
- *   4. 400 broadcasts, rank 1 300 ms late to them: the root's window fills
- *      and it sleeps for rank 1; the other leaves, caught up, nap as long
+ *   4. three windows of broadcasts (OCCL_LL_SMALL_BOXES calls each), rank 1
+ *      300 ms late to them: the root's window fills and it sleeps for rank 1; the other leaves, caught up, nap as long
  *      as it sleeps (more than 50 naps, where a nap per catch-up makes a
  *      few), ever longer naps (less than 30 ms of CPU in the 300 ms), and
  *      the root, its window full again, ends some of them;
@@ -29,7 +29,7 @@
 #include "occl_internal.h" /* occl_comm_ll_naps: the debug counter */
 #include "occltest.h"
 
-enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20, BLOCKED = 400, LATE_MS = 300 };
+enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20, BLOCKED = 3 * OCCL_LL_SMALL_BOXES, LATE_MS = 300 };
 
 /* CPU time of this process (every thread), in ms. */
 static double cpu_ms(void)
@@ -176,9 +176,10 @@ int main(int argc, char **argv)
         mpitest_fail(__FILE__, __LINE__, "a chain of calls that need each other napped: ", detail);
 
     /* 4: a root whose window a late leaf holds. */
-    float *many[BLOCKED];
+    float *all, *many[BLOCKED];
+    CHECK_OR(orMalloc((void **)&all, BLOCKED * COUNT * sizeof(float)));
     for (int k = 0; k < BLOCKED; k++) {
-        CHECK_OR(orMalloc((void **)&many[k], COUNT * sizeof(float)));
+        many[k] = all + k * COUNT;
         fill(many[k], root ? (float)k : -1);
     }
     mpitest_barrier();
@@ -193,10 +194,9 @@ int main(int argc, char **argv)
     double cpu = cpu_ms() - cpu0;
     napped = occl_comm_ll_naps(comm) - before;
     uint64_t woken = occl_comm_ll_naps_woken(comm) - woken0;
-    for (int k = 0; k < BLOCKED; k++) {
+    for (int k = 0; k < BLOCKED; k++)
         expect(many[k], (float)k, "a broadcast behind a late leaf: ", k);
-        CHECK_OR(orFree(many[k]));
-    }
+    CHECK_OR(orFree(all));
     snprintf(detail, sizeof detail, "rank %d napped %llu times (%llu ended by the root), %.1f ms of CPU, in %d "
              "broadcasts behind a leaf %d ms late", ci.rank, (unsigned long long)napped, (unsigned long long)woken,
              cpu, BLOCKED, LATE_MS);

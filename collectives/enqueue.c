@@ -252,7 +252,7 @@ static bool call_fits_caller(const occl_call *c)
 /* fits: call_fits_caller(c), which a repeated call knows already. */
 static bool call_may_run_on_caller(const occl_call *c, bool fits)
 {
-    return !launching_many && fits && !or_vclock_virtual() && !or_trace_enabled();
+    return !launching_many && fits && !or_inline_tasks_off();
 }
 
 static bool may_run_on_caller(const occl_task *t)

@@ -154,6 +154,10 @@ uint64_t or_remote_posted_writes(uint64_t *unacked);
  * query. */
 uint64_t or_remote_inline_reads(void);
 bool or_inline_task_begin(orStream_t stream, or_inline_task *task);
+/* Virtual time or recording is on, and or_inline_task_begin says false:
+ * for a caller that holds a stream already (no initialization; read at
+ * every small call). */
+bool or_inline_tasks_off(void);
 bool or_inline_task_begin_ref(const or_stream_ref *ref, or_inline_task *task);
 void or_inline_task_end(or_inline_task *task);
 or_handed_task or_inline_task_hand(or_inline_task *task);

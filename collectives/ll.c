@@ -309,9 +309,12 @@ enum { SPIN_NS = 20000, YIELD_NS = 100000, OVERSUBSCRIBED_YIELD_NS = 300000, CHE
  * nap (at least OCCL_LL_NAP_US, at most NAP_MAX_NS): with many readers per
  * core, a nap of a fixed length either ends before the poster, sharing the
  * cores with them, has posted anything, and the readers go through a
- * round of switches per post, or it idles a few readers' cores. A pace
- * over a gap longer than PACE_GAP_NS is the stream's pause, not its pace. */
-enum { NAP_BATCH = 32 };
+ * round of switches per post, or it idles a few readers' cores. An eighth
+ * of the small calls' window: each nap and its wake-up cost about 10 us of
+ * kernel time, and 32 calls left a 16-rank broadcast spending a third of
+ * its CPU on them (docs/occl-perf.md). A pace over a gap longer than
+ * PACE_GAP_NS is the stream's pause, not its pace. */
+enum { NAP_BATCH = OCCL_LL_SMALL_BOXES / 8 };
 #define NAP_MAX_NS 1000000u
 #define PACE_GAP_NS 10000000u
 

@@ -152,7 +152,7 @@ static void task_run(occl_task *t)
     occlComm_t comm = t->calls[0].comm;
     uint64_t clock = t->entry_ns;
     pthread_mutex_lock(&comm->lock);
-    t->ll.give_up_ns = 0;
+    t->ll.wait_ns = t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
     task_end(t, res, clock);
 }
@@ -320,7 +320,8 @@ static void run_on_caller(occl_task *t)
     or_handed_task_begin(t->op);
     pthread_mutex_lock(&comm->lock);
     t->calls[0].ll = &t->ll;
-    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns(comm);
+    t->ll.wait_ns = occl_caller_wait_ns(comm);
+    t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
     if (res == occlInProgress) {
         pthread_mutex_unlock(&comm->lock);
@@ -371,7 +372,8 @@ static bool launch_inline(occl_call *call)
     atomic_fetch_add(&comm->tasks_live, 1);
     uint64_t clock = 0;
     pthread_mutex_lock(&comm->lock);
-    t->ll.give_up_ns = or_now_ns() + occl_caller_wait_ns(comm);
+    t->ll.wait_ns = occl_caller_wait_ns(comm);
+    t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
     if (res == occlInProgress) {
         occl_task *h = malloc(sizeof room);
@@ -388,7 +390,7 @@ static bool launch_inline(occl_call *call)
             return true;
         }
         free(h); /* out of memory: the call ends here */
-        t->ll.give_up_ns = 0;
+        t->ll.wait_ns = t->ll.give_up_ns = 0;
         res = task_exec(t, &clock);
     }
     if (res != occlSuccess)

@@ -363,6 +363,8 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
     occl_ctrl *me = comm->ctrl;
     occl_ll_area *area = area_of(me, comm->nranks);
     uint64_t start = or_now_ns(), deadline = 0, next_check = start + CHECK_NS;
+    if (st->wait_ns && !st->give_up_ns) /* a call that does not wait reads no clock */
+        st->give_up_ns = start + st->wait_ns;
     /* A poster whose window is full waits for its readers to free half of
      * it, many calls: with more ranks than cores it sleeps at once, and the
      * reader whose done crosses that point wakes it, once per half window. */
@@ -681,7 +683,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
         st->begun = true;
         OCCL_INFO("rank %d: %s of %zu x %s on %d ranks: low-latency path, on the %s thread", comm->rank,
                   occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
-                  st->give_up_ns ? "calling" : "communicator's");
+                  st->wait_ns ? "calling" : "communicator's");
         if (comm->noticed && (res = occl_notice_check(comm, false, false)) != occlSuccess)
             return res;
     }

@@ -572,7 +572,8 @@ typedef struct occl_ll_state {
     bool posted;         /* this rank's input is in its box */
     occl_fp fp;          /* the call's fingerprint (comm->fp moves on to later calls) */
     uint64_t seq;        /* the call's sequence number on the communicator */
-    uint64_t give_up_ns; /* 0, or when to return occlInProgress (posted or not) */
+    uint64_t wait_ns;    /* on the calling thread: how long it may wait for peers; 0: no limit */
+    uint64_t give_up_ns; /* then when it returns occlInProgress (posted or not), set at its first wait */
     int missing;         /* the first peer whose box was not posted at the last look */
     int from;            /* the one peer whose box this rank reads, or LL_FROM_ALL, LL_FROM_NONE */
     size_t read_bytes;   /* what each peer read posts */
@@ -602,7 +603,7 @@ bool occl_ll_wanted(const occl_call *c);
  * calling thread may run as it runs a low-latency call (enqueue.c). */
 bool occl_ll_solo(const occl_call *c);
 /* Run (or, with st->posted, resume) call c on the low-latency path;
- * occlInProgress when st->give_up_ns came first. */
+ * occlInProgress when its wait for peers outlasted st->wait_ns. */
 occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st);
 /* Whether peer j of this node cannot be on its way to collective `mine`
  * (fingerprint.c). */

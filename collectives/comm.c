@@ -576,7 +576,7 @@ static occlResult_t comm_alloc(pending_init *pi, const or_job_view *job)
     c->peers = calloc((size_t)pi->nranks, sizeof *c->peers);
     c->ring = calloc((size_t)pi->nranks, sizeof *c->ring);
     c->ctrl_bytes = occl_rma_area_offset(pi->nranks) + occl_rma_area_bytes(pi->nranks);
-    pthread_mutex_init(&c->lock, NULL);
+    or_lock_init(&c->lock);
     pthread_mutex_init(&c->runner_lock, NULL);
     pthread_cond_init(&c->runner_cv, NULL);
     pi->comm = c;
@@ -632,7 +632,6 @@ static void comm_free(occlComm_t c)
             slots_used[c->tag_slot]--;
         pthread_mutex_unlock(&slots_lock);
     }
-    pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->runner_lock);
     pthread_cond_destroy(&c->runner_cv);
     free(c->premul);
@@ -1176,9 +1175,9 @@ occlResult_t occlCommFinalize(occlComm_t comm)
     orSetDevice(prev);
     comm->finalized = true;
     /* No call of it runs any more: its scratch goes back to the device. */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     occl_scratch_release(comm);
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     if (err != orSuccess && err != orErrorTimeout && err != orErrorRemote)
         return occl_fail(occlUnhandledDeviceError, "%s", orGetErrorString(err));
     int async = atomic_load(&comm->async_error);
@@ -1206,8 +1205,8 @@ occlResult_t occlCommDestroy(occlComm_t comm)
         occlResult_t res = occlCommFinalize(comm);
         (void)res; /* a failed communicator is still destroyed */
     }
-    pthread_mutex_lock(&comm->lock); /* no task of it is running */
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_acquire(&comm->lock); /* no task of it is running */
+    or_lock_release(&comm->lock);
     comm_free(comm);
     return occlSuccess;
 }
@@ -1229,8 +1228,8 @@ occlResult_t occlCommAbort(occlComm_t comm)
     orSetDevice(comm->device);
     orDeviceSynchronize();
     orSetDevice(prev);
-    pthread_mutex_lock(&comm->lock);
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_acquire(&comm->lock);
+    or_lock_release(&comm->lock);
     comm_free(comm);
     return occlSuccess;
 }
@@ -1244,11 +1243,11 @@ occlResult_t occlCommAbort(occlComm_t comm)
 static void revoke_settle(occlComm_t comm)
 {
     occl_comm_quiesce(comm);
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     occl_scratch_release(comm);
     int busy = occlInProgress;
     atomic_compare_exchange_strong(&comm->async_error, &busy, (int)occlSuccess);
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
 }
 
 static void *revoke_main(void *arg)
@@ -1305,11 +1304,11 @@ occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t *asyncError)
      * mismatched (a Reduce's leaf, done before its root found it): the
      * communicator has failed. While a task runs, its own waits look. */
     if (comm->check_calls && atomic_load(&comm->async_error) == occlSuccess &&
-        pthread_mutex_trylock(&comm->lock) == 0) {
+        or_lock_try(&comm->lock)) {
         occlResult_t res = occl_notice_check(comm, false, true);
         if (res != occlSuccess)
             occl_comm_set_error(comm, res);
-        pthread_mutex_unlock(&comm->lock);
+        or_lock_release(&comm->lock);
     }
     *asyncError = (occlResult_t)atomic_load(&comm->async_error);
     return occlSuccess;
@@ -1423,13 +1422,13 @@ static occlResult_t parent_allgather(occlComm_t comm, const int32_t *mine, int w
     occl_call gather = {OCCL_COLL_ALLGATHER, comm, slot, dev, (size_t)words, occlInt32,
                         {0}, false, NULL, 0, NULL, comm->device, NULL, NULL, {0}, {0}};
     orDeviceSynchronize(); /* the communicator's queued work comes first */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     if (res == occlSuccess) {
         occl_fp_begin(comm, &gather);
         res = occl_run_call(&gather);
     }
     *nth = ++*counter;
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     if (res == occlSuccess && orMemcpy(all, dev, bytes, orMemcpyDeviceToHost) != orSuccess)
         res = occl_fail(occlUnhandledDeviceError, "cannot copy from device memory");
     orFree(dev);
@@ -1572,7 +1571,7 @@ occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeR
         atomic_compare_exchange_strong(&comm->async_error, &none, (int)occlRemoteError);
     }
     orDeviceSynchronize(); /* the parent's queued work comes first */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     int slot = 0;
     while (slot < 16 && comm->shrinks[slot].count && comm->shrinks[slot].set != h)
         slot++;
@@ -1580,7 +1579,7 @@ occlResult_t occlCommShrink(occlComm_t comm, int *excludeRanksList, int excludeR
         slot = (int)(h % 16), comm->shrinks[slot].count = 0;
     comm->shrinks[slot].set = h;
     uint64_t nth = ++comm->shrinks[slot].count;
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     h ^= nth * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
@@ -1634,11 +1633,11 @@ occlResult_t occlCommGetUniqueId(occlComm_t comm, occlUniqueId *uniqueId)
     if (atomic_load(&comm->revoked) || comm->finalized || atomic_load(&comm->suspended))
         return occl_fail(occlInvalidUsage, "the communicator is revoked, finalized or suspended: "
                                            "it cannot grow");
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     bool out = comm->grow_id_out;
     uint64_t next = comm->grows + 1;
     comm->grow_id_out = true;
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     if (out)
         return occl_fail(occlInvalidUsage, "this rank's occlCommGetUniqueId id is still "
                                            "outstanding: occlCommGrow consumes it first");
@@ -1735,9 +1734,9 @@ static occlResult_t grow_existing_rank(occlComm_t comm, int nRanks, const occlUn
     uint64_t nth;
     occlResult_t res = parent_allgather(comm, offer, WORDS, all, &comm->grows, &nth);
     /* Whatever the outcome, the exchange used up the id outstanding. */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     comm->grow_id_out = false;
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     unique_id u = {0};
     for (int r = 0; r < n && res == occlSuccess; r++) {
         const int32_t *o = all + (size_t)r * WORDS;

@@ -138,7 +138,7 @@ static void task_end(occl_task *t, occlResult_t res, uint64_t clock)
     atomic_fetch_sub(&comm->tasks_live, 1);
     if (t->large)
         atomic_fetch_sub(&comm->large_live, 1);
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     or_handed_task op = t->op;
     for (int i = 0; i < t->n; i++)
         occl_call_release(&t->calls[i]);
@@ -151,7 +151,7 @@ static void task_run(occl_task *t)
 {
     occlComm_t comm = t->calls[0].comm;
     uint64_t clock = t->entry_ns;
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     t->ll.wait_ns = t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
     task_end(t, res, clock);
@@ -318,13 +318,13 @@ static void run_on_caller(occl_task *t)
     occlComm_t comm = t->calls[0].comm;
     uint64_t clock = t->entry_ns;
     or_handed_task_begin(t->op);
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     t->calls[0].ll = &t->ll;
     t->ll.wait_ns = occl_caller_wait_ns(comm);
     t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
     if (res == occlInProgress) {
-        pthread_mutex_unlock(&comm->lock);
+        or_lock_release(&comm->lock);
         caller_turn_end(comm, t);
         return;
     }
@@ -371,7 +371,7 @@ static bool launch_inline(occl_call *call)
     t->calls[0].ll = &t->ll;
     atomic_fetch_add(&comm->tasks_live, 1);
     uint64_t clock = 0;
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     t->ll.wait_ns = occl_caller_wait_ns(comm);
     t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
@@ -383,7 +383,7 @@ static bool launch_inline(occl_call *call)
             memcpy(h, room, sizeof room);
             h->calls[0].ll = &h->ll;
             h->op = op;
-            pthread_mutex_unlock(&comm->lock);
+            or_lock_release(&comm->lock);
             caller_turn_end(comm, h);
             if (prev != call->stream_device)
                 orSetDevice(prev);
@@ -396,7 +396,7 @@ static bool launch_inline(occl_call *call)
     if (res != occlSuccess)
         task_report(t, res);
     atomic_fetch_sub(&comm->tasks_live, 1);
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     caller_turn_end(comm, NULL);
     or_inline_task_end(&it);
     if (prev != call->stream_device)

@@ -203,7 +203,7 @@ struct occlComm {
     _Atomic bool suspended; /* occlCommSuspend(OCCL_SUSPEND_MEM): scratch freed, calls refused */
     bool revoke_thread_started;
     pthread_t revoke_thread;
-    pthread_mutex_t lock; /* serializes tasks of this communicator */
+    or_lock lock; /* serializes tasks of this communicator */
     /* The communicator's thread and its queue of tasks (enqueue.c). */
     pthread_t runner;
     pthread_mutex_t runner_lock;

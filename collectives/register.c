@@ -294,9 +294,9 @@ occlResult_t occlCommSuspend(occlComm_t comm, int flags)
         return occl_fail(occlInvalidUsage, "occlCommSuspend: the communicator is suspended already");
     atomic_store(&comm->suspended, true); /* new calls are refused from here */
     occl_comm_quiesce(comm);               /* the queued ones end first */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     occl_scratch_release(comm);
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     OCCL_INFO("comm %016llx rank %d: suspended (scratch released)", (unsigned long long)comm->id,
               comm->rank);
     return occlSuccess;
@@ -324,11 +324,11 @@ occlResult_t occlCommMemStats(occlComm_t comm, occlCommMemStat_t stat, uint64_t 
     if ((int)stat < occlStatGpuMemSuspend || (int)stat > occlStatGpuMemTotal)
         return occl_fail(occlInvalidArgument, "occlCommMemStats: unknown statistic %d", (int)stat);
     /* Scratch changes size only in a running call, which holds the lock. */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     uint64_t scratch = 0;
     for (int i = 0; i < OCCL_SCRATCH_SLOTS; i++)
         scratch += comm->scratch_bytes[i];
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     switch (stat) {
     case occlStatGpuMemSuspend: *value = scratch; break;
     case occlStatGpuMemSuspended: *value = atomic_load(&comm->suspended); break;

@@ -1421,7 +1421,7 @@ occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks)
     /* As task_exec runs them: consecutive sends and receives together, then
      * each collective; each starts where the last left every rank's clock.
      * Under the lock the calls run under: the planner's cache and vbps. */
-    pthread_mutex_lock(&comm->lock);
+    or_lock_acquire(&comm->lock);
     for (int i = 0; i < n && res == occlSuccess;) {
         int j = i;
         while (j < n && (calls[j].coll == OCCL_COLL_SEND || calls[j].coll == OCCL_COLL_RECV))
@@ -1452,7 +1452,7 @@ occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks)
             res = occl_fail(oom ? occlSystemError : occlInternalError, "%s: not modelled (%s)",
                             occl_coll_name(c->coll), oom ? "out of memory" : "schedule mismatch");
     }
-    pthread_mutex_unlock(&comm->lock);
+    or_lock_release(&comm->lock);
     free(bps);
     free(end);
     free(gdev);

@@ -193,7 +193,7 @@ struct or_device {
     pthread_mutex_t mem_lock; /* guards arena */
     or_arena arena;
     _Atomic size_t strict_extent; /* strict mode toggles [0, strict_extent) */
-    pthread_mutex_t lock;
+    or_lock lock; /* its streams, ready lists and jobs */
     or_stream *ready_head[OR_NUM_PRIORITIES], *ready_tail[OR_NUM_PRIORITIES];
     or_op *jobs;       /* kernels with blocks still to hand out */
     or_stream *streams; /* every stream of the device, default included */

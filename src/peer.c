@@ -91,10 +91,10 @@ orError_t orDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
     or_device *dev = or_current_device();
     if (!valid_device(peerDevice) || peerDevice == dev->id)
         OR_RETURN(orErrorInvalidDevice);
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     bool was = dev->peer_enabled[peerDevice];
     dev->peer_enabled[peerDevice] = true;
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     if (was)
         OR_RETURN(orErrorPeerAccessAlreadyEnabled);
     return orSuccess;
@@ -106,10 +106,10 @@ orError_t orDeviceDisablePeerAccess(int peerDevice)
     or_device *dev = or_current_device();
     if (!valid_device(peerDevice) || peerDevice == dev->id)
         OR_RETURN(orErrorInvalidDevice);
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     bool was = dev->peer_enabled[peerDevice];
     dev->peer_enabled[peerDevice] = false;
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     if (!was)
         OR_RETURN(orErrorPeerAccessNotEnabled);
     return orSuccess;

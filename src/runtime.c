@@ -46,7 +46,7 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place,
     dev->hw.place = *place;
     dev->hw.bind = (or_bind_mode)or_rt.cfg.bind;
     pthread_mutex_init(&dev->mem_lock, NULL);
-    pthread_mutex_init(&dev->lock, NULL);
+    or_lock_init(&dev->lock);
     const or_device_profile *prof = dev->profile;
     size_t capacity = or_rt.cfg.device_mem  ? (size_t)or_rt.cfg.device_mem
                       : prof->memory        ? prof->memory
@@ -110,10 +110,10 @@ static orError_t device_start(or_device *dev, int id, const or_placement *place,
  * then the device's memory stays, since that code may still use it. */
 static bool device_stop_workers(or_device *dev)
 {
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     dev->stopping = true;
     or_notifier_signal(&dev->work);
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     if (!or_cpu_device_join_workers(&dev->hw, 2000)) {
         OR_WARN("init", "device %d: a worker is still busy at exit; not freeing the device", dev->id);
         return false;
@@ -433,7 +433,7 @@ orError_t orDeviceSynchronize(void)
 
     /* Pin every stream with its current tail so a concurrent orStreamDestroy
      * waits for us instead of freeing what we wait on. */
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     size_t n = 0, cap = 16;
     struct pinned { or_stream *s; uint64_t seq; } *pins = malloc(cap * sizeof *pins);
     for (or_stream *s = dev->streams; s && pins; s = s->next) {
@@ -449,7 +449,7 @@ orError_t orDeviceSynchronize(void)
         pins[n].seq = s->last_seq;
         n++;
     }
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     if (!pins)
         OR_RETURN(orErrorMemoryAllocation);
     orError_t err = orSuccess;
@@ -467,12 +467,12 @@ orError_t orDeviceSynchronize(void)
         vt = t > vt ? t : vt;
     }
 
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     for (size_t i = 0; i < n; i++) {
         atomic_fetch_sub(&pins[i].s->pins, 1);
         or_notifier_signal(&pins[i].s->done);
     }
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     free(pins);
     if (or_vt_on)
         or_vclock_host_sync(vt);

@@ -34,12 +34,12 @@ void or_stream_init(or_stream *s, or_device *dev, int priority, unsigned flags)
     s->priority = priority;
     s->flags = flags;
     atomic_init(&s->wake_seq, UINT64_MAX);
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     s->next = dev->streams;
     if (dev->streams)
         dev->streams->prev = s;
     dev->streams = s;
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
 }
 
 orError_t or_stream_resolve(orStream_t handle, or_stream **out)
@@ -196,7 +196,7 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     bool wake = false;
     if (or_vt_on) /* a held task's end is this op's start: wait until it is known */
         or_vclock_wait_release(s);
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     if (or_vt_on) {
         or_vclock_charge(s, op);
         if (op->kind == OR_OP_HOST_FUNC && op->u.host.held)
@@ -228,7 +228,7 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     }
     if (wake)
         or_notifier_signal(&dev->work);
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     if (here)
         op_execute(s, op);
     return seq;
@@ -270,11 +270,11 @@ static void stream_complete(or_stream *s, or_op *op)
     while (op) {
         if (or_recording())
             or_record_op(op);
-        pthread_mutex_lock(&dev->lock);
+        or_lock_acquire(&dev->lock);
         s->busy = false;
         pop_head_locked(s, op);
         or_op *next = head_done_locked(s);
-        pthread_mutex_unlock(&dev->lock);
+        or_lock_release(&dev->lock);
         or_op_release(op);
         if (next)
             record_complete(next);
@@ -295,25 +295,25 @@ bool or_stream_inline_begin(or_stream *s, uint64_t *seq)
     if (or_vt_on || or_recording())
         return false;
     or_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     bool idle = !s->head && !s->busy && !s->queued && !s->blocked && !atomic_load(&s->posted);
     if (idle) {
         s->busy = true;
         *seq = ++s->last_seq;
         atomic_store(&s->enq_seq, *seq);
     }
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     return idle;
 }
 
 void or_stream_inline_end(or_stream *s, uint64_t seq)
 {
     or_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     s->busy = false;
     mark_done_locked(s, seq);
     or_op *next = head_done_locked(s);
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     if (next) { /* an event record issued meanwhile completes here */
         record_complete(next);
         stream_complete(s, next);
@@ -330,12 +330,12 @@ or_op *or_stream_inline_hand(or_stream *s, uint64_t seq)
     op->stream = s;
     or_activity_issue(op);
     or_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     op->next = s->head; /* ops issued meanwhile wait behind it */
     s->head = op;
     if (!s->tail)
         s->tail = op;
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     return op;
 }
 
@@ -343,11 +343,11 @@ or_op *or_stream_inline_hand(or_stream *s, uint64_t seq)
 void or_stream_unblock(or_stream *s)
 {
     or_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     s->blocked = false;
     if (!s->busy && !s->queued && !s->fenced && stream_advance_locked(s))
         or_notifier_signal(&dev->work);
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
 }
 
 typedef struct {
@@ -490,13 +490,13 @@ static void kernel_run_blocks(or_stream *s, or_op *op)
     or_strict_leave();
     if (last) {
         or_device *dev = s->dev;
-        pthread_mutex_lock(&dev->lock);
+        or_lock_acquire(&dev->lock);
         for (or_op **p = &dev->jobs; *p; p = &(*p)->u.kernel.next_job)
             if (*p == op) {
                 *p = op->u.kernel.next_job;
                 break;
             }
-        pthread_mutex_unlock(&dev->lock);
+        or_lock_release(&dev->lock);
         stream_complete(s, op);
     }
 }
@@ -575,7 +575,7 @@ static void remote_write_acked(or_proxy_req *req)
     atomic_fetch_sub(&unacked_writes, 1); /* before the stream may go on */
     or_op *rec = NULL;
     bool wake = false;
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     if (atomic_fetch_sub(&s->posted, 1) == 1) {
         or_notifier_signal(&s->done); /* synchronizations wait for posted to drain */
         if (s->fenced) {
@@ -589,7 +589,7 @@ static void remote_write_acked(or_proxy_req *req)
     }
     if (wake)
         or_notifier_signal(&dev->work);
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     /* Past this point s may be destroyed, unless its head is rec. */
     or_op_release(op);
     if (rec) {
@@ -606,12 +606,12 @@ static void op_execute(or_stream *s, or_op *op)
         if (op->u.kernel.nblocks > 1 && s->dev->hw.nthreads > 1) {
             /* Publish the kernel so idle workers join in on its blocks. */
             or_device *dev = s->dev;
-            pthread_mutex_lock(&dev->lock);
+            or_lock_acquire(&dev->lock);
             op->u.kernel.next_job = dev->jobs;
             dev->jobs = op;
             atomic_fetch_add(&op->refs, 1);
             or_notifier_signal(&dev->work);
-            pthread_mutex_unlock(&dev->lock);
+            or_lock_release(&dev->lock);
             kernel_run_blocks(s, op);
             or_op_release(op);
         } else {
@@ -694,34 +694,34 @@ void *or_device_worker_main(void *arg)
     or_device *dev = arg;
     or_mark_worker_thread(dev->id);
     or_fault_thread_start();
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     for (;;) {
         or_op *job = take_job_locked(dev);
         if (job) {
             /* The job's stream stays busy, hence alive, until the kernel completes. */
-            pthread_mutex_unlock(&dev->lock);
+            or_lock_release(&dev->lock);
             kernel_run_blocks(job->stream, job);
             or_op_release(job);
-            pthread_mutex_lock(&dev->lock);
+            or_lock_acquire(&dev->lock);
             continue;
         }
         or_stream *s = pop_ready_locked(dev);
         if (s) {
             s->busy = true;
             or_op *op = s->head;
-            pthread_mutex_unlock(&dev->lock);
+            or_lock_release(&dev->lock);
             op_execute(s, op);
-            pthread_mutex_lock(&dev->lock);
+            or_lock_acquire(&dev->lock);
             continue;
         }
         if (dev->stopping)
             break;
         work_wait w = {dev, atomic_load(&dev->work.seq)};
-        pthread_mutex_unlock(&dev->lock);
+        or_lock_release(&dev->lock);
         or_wait(&dev->work, work_signalled, &w, 0);
-        pthread_mutex_lock(&dev->lock);
+        or_lock_acquire(&dev->lock);
     }
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     or_fault_thread_end();
     free(block_shared);
     block_shared = NULL;
@@ -753,14 +753,14 @@ orError_t orStreamCreateWithPriority(orStream_t *stream, unsigned int flags, int
     s->handle = or_handle_register(OR_HANDLE_STREAM, s);
     if (!s->handle) {
         or_device *dev = s->dev;
-        pthread_mutex_lock(&dev->lock);
+        or_lock_acquire(&dev->lock);
         if (s->prev)
             s->prev->next = s->next;
         else
             dev->streams = s->next;
         if (s->next)
             s->next->prev = s->prev;
-        pthread_mutex_unlock(&dev->lock);
+        or_lock_release(&dev->lock);
         free(s);
         OR_RETURN(orErrorMemoryAllocation);
     }
@@ -819,14 +819,14 @@ orError_t orStreamDestroy(orStream_t stream)
     or_wait(&s->done, stream_drained, s, 0);
     or_wait(&s->done, stream_unpinned, s, 0);
     or_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
+    or_lock_acquire(&dev->lock);
     if (s->prev)
         s->prev->next = s->next;
     else
         dev->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    pthread_mutex_unlock(&dev->lock);
+    or_lock_release(&dev->lock);
     free(s);
     return orSuccess;
 }

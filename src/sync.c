@@ -34,6 +34,15 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t deadline_
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, tsp, NULL, 0);
 }
 
+void or_lock_wait(or_lock *l)
+{
+    /* Marked as waited for before each sleep: the holder's release wakes. */
+    while (atomic_exchange(&l->word, 2) != 0)
+        futex_wait(&l->word, 2, 0);
+}
+
+void or_lock_wake(or_lock *l) { syscall(SYS_futex, (uint32_t *)&l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
 void or_notifier_signal(or_notifier *n)
 {
     atomic_fetch_add(&n->seq, 1);

@@ -475,9 +475,9 @@ void or_vclock_release(or_stream *s, uint64_t end_ns)
     if (s->vt_holds > 0)
         s->vt_holds--;
     pthread_mutex_unlock(&vt_lock);
-    pthread_mutex_lock(&s->dev->lock);
+    or_lock_acquire(&s->dev->lock);
     or_notifier_signal(&s->done);
-    pthread_mutex_unlock(&s->dev->lock);
+    or_lock_release(&s->dev->lock);
 }
 
 void or_vclock_host_sync(uint64_t t) { host_vt = max_u64(host_vt, t); }

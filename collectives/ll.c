@@ -11,12 +11,13 @@
  * one step: an n-way reduction in rank order, so every rank computes the
  * same bits.
  *
- * Each rank has OCCL_LL_BOXES boxes, used by its calls in turn. Before it
- * refills the box of call s-8, a rank checks that every peer has read it:
+ * Each rank has OCCL_LL_BOXES boxes (OCCL_LL_SMALL_BOXES for calls of at
+ * most OCCL_LL_SMALL_BYTES), used by its calls in turn. Before it refills
+ * the box of call s-8 (s-1024), a rank checks that every peer has read it:
  * each rank publishes the last call it has finished reading for (`done`).
  * In an AllReduce that holds already (a peer that posted call s-1 had
- * finished s-2); a Broadcast's root runs up to 8 calls ahead of the slowest
- * reader before it waits.
+ * finished s-2); a Broadcast's root runs up to 8 (1024) calls ahead of the
+ * slowest reader before it waits.
  *
  * The box carries the call's fingerprint, so a mismatched call fails as on
  * the other paths; a peer found in another path's call under the same

@@ -15,7 +15,8 @@
  *      1; the other leaves, caught up, nap as long as it sleeps (more than
  *      50 naps, where a nap per catch-up makes a few), ever longer naps
  *      (less than 30 ms of CPU beyond twice what the same calls cost with
- *      nobody late), and the root, its window full again, ends some of them;
+ *      nobody late; not under ThreadSanitizer), and the root, its window
+ *      full again, ends some of them;
  * every result checked. With OCCL_LL_NAP_US=0 nobody naps at all. Needs
  * more ranks than cores, one node (4 ranks of one device on 2 cores).
  */
@@ -29,6 +30,16 @@
 #include "mpitest.h"
 #include "occl_internal.h" /* occl_comm_ll_naps: the debug counter */
 #include "occltest.h"
+
+/* Under ThreadSanitizer CPU time measures its instrumentation (every
+ * syscall and atomic of a nap's wake-up), not whether a leaf waits without
+ * using the cores: 16 ms for the broadcasts with nobody late and 30 to 70
+ * ms behind the late leaf, from run to run. The naps are still counted. */
+#if defined(__SANITIZE_THREAD__)
+enum { CPU_CHECKED = 0 };
+#else
+enum { CPU_CHECKED = 1 };
+#endif
 
 enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20, BLOCKED = 3 * OCCL_LL_SMALL_BOXES, LATE_MS = 300 };
 
@@ -218,14 +229,14 @@ int main(int argc, char **argv)
                      detail);
     if (ci.rank >= 2 && naps_on && !woken)
         mpitest_fail(__FILE__, __LINE__, "a root whose window was full again ended no nap of a leaf: ", detail);
-    if (ci.rank >= 2 && cpu >= 2 * base + 30)
+    if (CPU_CHECKED && ci.rank >= 2 && cpu >= 2 * base + 30)
         mpitest_fail(__FILE__, __LINE__, "a leaf caught up with a root blocked by another leaf used the CPU: ",
                      detail);
     if ((root || !naps_on) && napped)
         mpitest_fail(__FILE__, __LINE__, root ? "a root that only posts napped: " : "OCCL_LL_NAP_US=0 and still a nap: ",
                      detail);
     if (ci.rank == 2)
-        printf("occl ll pace: %s\n", detail);
+        printf("occl ll pace: %s%s\n", detail, CPU_CHECKED ? "" : " (CPU not checked under ThreadSanitizer)");
 
     for (int k = 0; k < FIRST + SECOND; k++)
         CHECK_OR(orFree(bufs[k]));

@@ -178,8 +178,6 @@ bool or_inline_task_begin(orStream_t stream, or_inline_task *task)
     return or_stream_inline_begin(s, &task->seq);
 }
 
-bool or_inline_tasks_off(void) { return or_vt_on || or_recording(); }
-
 bool or_inline_task_begin_ref(const or_stream_ref *ref, or_inline_task *task)
 {
     task->stream = ref->stream;

@@ -290,9 +290,13 @@ static void stream_complete(or_stream *s, or_op *op)
  * under the device's lock and its hand-over cost more than the call
  * (docs/occl-perf.md). Not in virtual time or while recording, which
  * account for ops. */
+static bool inline_off(void) { return or_vt_on || or_recording(); }
+
+bool or_inline_tasks_off(void) { return inline_off(); }
+
 bool or_stream_inline_begin(or_stream *s, uint64_t *seq)
 {
-    if (or_vt_on || or_recording())
+    if (inline_off()) /* inline here: or_inline_tasks_off goes through the PLT */
         return false;
     or_device *dev = s->dev;
     or_lock_acquire(&dev->lock);

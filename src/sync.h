@@ -36,11 +36,11 @@ bool or_wait_sleeping(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadl
 
 uint64_t or_now_ns(void); /* CLOCK_MONOTONIC */
 
-/* The lock of a device's streams and of a communicator's tasks, taken three
- * times by every small collective (docs/occl-perf.md): a default pthread mutex's behaviour (a waiter sleeps
- * on the futex at once, no spinning) without its function calls and type
- * checks, so that an uncontended acquire and release are one atomic each,
- * inline. 0 free, 1 held, 2 held and maybe waited for (Drepper, "Futexes
+/* The lock of a device's streams and of a communicator's tasks, taken
+ * three times by every small collective (docs/occl-perf.md): a default
+ * pthread mutex's behaviour (a waiter sleeps on the futex at once, no
+ * spinning) without its function calls and type checks, so that an
+ * uncontended acquire and release are one atomic each, inline. 0 free, 1 held, 2 held and maybe waited for (Drepper, "Futexes
  * Are Tricky"). Within one process. */
 typedef struct or_lock {
     _Atomic uint32_t word;
@@ -51,17 +51,16 @@ void or_lock_wake(or_lock *l); /* a release that found waiters */
 
 static inline void or_lock_init(or_lock *l) { atomic_init(&l->word, 0); }
 
-static inline void or_lock_acquire(or_lock *l)
-{
-    uint32_t free = 0;
-    if (!atomic_compare_exchange_strong(&l->word, &free, 1))
-        or_lock_wait(l);
-}
-
 static inline bool or_lock_try(or_lock *l)
 {
     uint32_t free = 0;
     return atomic_compare_exchange_strong(&l->word, &free, 1);
+}
+
+static inline void or_lock_acquire(or_lock *l)
+{
+    if (!or_lock_try(l))
+        or_lock_wait(l);
 }
 
 static inline void or_lock_release(or_lock *l)

@@ -1242,8 +1242,7 @@ occlResult_t occlCommAbort(occlComm_t comm)
  * meanwhile, is occlSuccess again (a failure from before the revoke stays). */
 static void revoke_settle(occlComm_t comm)
 {
-    occl_comm_quiesce(comm);
-    or_lock_acquire(&comm->lock);
+    occl_comm_quiesce_locked(comm);
     occl_scratch_release(comm);
     int busy = occlInProgress;
     atomic_compare_exchange_strong(&comm->async_error, &busy, (int)occlSuccess);

@@ -260,19 +260,20 @@ static bool may_run_on_caller(const occl_task *t)
     return t == launching && !t->large; /* launch asked call_may_run_on_caller */
 }
 
-/* The calling thread's turn to run a task of comm, when the runner has none
- * queued or running (so the call keeps its place after them). No lock: a
- * task queued for the runner meanwhile is seen by the second look (both
- * sequentially consistent, as the queueing's count and its own look at
- * caller_busy), and the turn is given back. */
+/* The calling thread's turn to run a task of comm: it takes the
+ * communicator's lock (which serializes its tasks) when the runner has
+ * none queued or running, so the call keeps its place after them. Only
+ * tried: a thread that holds it (the runner, another caller) is busy with
+ * the communicator. A task queued for the runner meanwhile is seen by the
+ * second look (the lock's exchange and the queueing's count are both
+ * sequentially consistent), and the lock is given back. */
 static bool caller_claim(occlComm_t comm)
 {
-    bool none = false;
-    if (atomic_load(&comm->runner_load) || !atomic_compare_exchange_strong(&comm->caller_busy, &none, true))
+    if (atomic_load(&comm->runner_load) || !or_lock_try(&comm->lock))
         return false;
     if (!atomic_load(&comm->runner_load))
         return true;
-    atomic_store(&comm->caller_busy, false);
+    or_lock_release(&comm->lock);
     return false;
 }
 
@@ -292,44 +293,40 @@ static void task_hand(void *arg, or_handed_task op)
     pthread_mutex_unlock(&comm->runner_lock);
 }
 
-/* The calling thread's turn ends. Task t, if any, which it began and whose
- * peers are late, goes first in the communicator thread's queue: tasks
- * queued meanwhile reached their streams' heads after it. */
-static void caller_turn_end(occlComm_t comm, occl_task *t)
+/* The calling thread's turn ends with task t, which it began and whose
+ * peers are late: t goes first in the communicator thread's queue (tasks
+ * queued meanwhile reached their streams' heads after it), counted before
+ * the lock is given back, so nothing overtakes it. */
+static void caller_hand_over(occlComm_t comm, occl_task *t)
 {
-    if (t) { /* counted before the turn is given back: nothing overtakes it */
-        pthread_mutex_lock(&comm->runner_lock);
-        atomic_fetch_add(&comm->runner_load, 1);
-        t->next = comm->runner_head;
-        comm->runner_head = t;
-        if (!comm->runner_tail)
-            comm->runner_tail = t;
-        pthread_cond_signal(&comm->runner_cv);
-        pthread_mutex_unlock(&comm->runner_lock);
-    }
-    atomic_store(&comm->caller_busy, false);
+    pthread_mutex_lock(&comm->runner_lock);
+    atomic_fetch_add(&comm->runner_load, 1);
+    t->next = comm->runner_head;
+    comm->runner_head = t;
+    if (!comm->runner_tail)
+        comm->runner_tail = t;
+    pthread_cond_signal(&comm->runner_cv);
+    pthread_mutex_unlock(&comm->runner_lock);
+    or_lock_release(&comm->lock);
 }
 
-/* Run task t on the calling thread for up to OCCL_CALLER_WAIT_US of
- * waiting for peers; if they have not come by then, the communicator's
- * thread takes the rest over and the caller goes on. */
+/* Run task t on the calling thread (which holds the communicator's lock,
+ * caller_claim) for up to OCCL_CALLER_WAIT_US of waiting for peers; if they
+ * have not come by then, the communicator's thread takes the rest over and
+ * the caller goes on. */
 static void run_on_caller(occl_task *t)
 {
     occlComm_t comm = t->calls[0].comm;
     uint64_t clock = t->entry_ns;
     or_handed_task_begin(t->op);
-    or_lock_acquire(&comm->lock);
     t->calls[0].ll = &t->ll;
     t->ll.wait_ns = occl_caller_wait_ns(comm);
     t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
-    if (res == occlInProgress) {
-        or_lock_release(&comm->lock);
-        caller_turn_end(comm, t);
-        return;
-    }
-    caller_turn_end(comm, NULL);
-    task_end(t, res, clock);
+    if (res == occlInProgress)
+        caller_hand_over(comm, t);
+    else
+        task_end(t, res, clock);
 }
 
 /* The call on the calling thread with no stream op at all, when its stream
@@ -337,6 +334,8 @@ static void run_on_caller(occl_task *t)
  * without allocating a task and an op and passing them through the stream
  * (an inline task, src/stream.c). If its peers are late, the task and its
  * op are made then and the communicator's thread takes the rest over.
+ * Until then the task is not counted in tasks_live: the communicator's
+ * lock, held throughout, stands for it (occl_comm_quiesce_locked).
  * false: not possible, launch the call as usual. */
 static bool launch_inline(occl_call *call)
 {
@@ -356,7 +355,7 @@ static bool launch_inline(occl_call *call)
     if (!idle) {
         if (prev != call->stream_device)
             orSetDevice(prev);
-        caller_turn_end(comm, NULL);
+        or_lock_release(&comm->lock);
         return false;
     }
     _Alignas(max_align_t) unsigned char room[sizeof(occl_task) + sizeof(occl_call)];
@@ -369,9 +368,7 @@ static bool launch_inline(occl_call *call)
     t->ll.begun = t->ll.posted = false;
     t->calls[0] = *call;
     t->calls[0].ll = &t->ll;
-    atomic_fetch_add(&comm->tasks_live, 1);
     uint64_t clock = 0;
-    or_lock_acquire(&comm->lock);
     t->ll.wait_ns = occl_caller_wait_ns(comm);
     t->ll.give_up_ns = 0;
     occlResult_t res = task_exec(t, &clock);
@@ -383,8 +380,8 @@ static bool launch_inline(occl_call *call)
             memcpy(h, room, sizeof room);
             h->calls[0].ll = &h->ll;
             h->op = op;
-            or_lock_release(&comm->lock);
-            caller_turn_end(comm, h);
+            atomic_fetch_add(&comm->tasks_live, 1);
+            caller_hand_over(comm, h);
             if (prev != call->stream_device)
                 orSetDevice(prev);
             return true;
@@ -395,9 +392,7 @@ static bool launch_inline(occl_call *call)
     }
     if (res != occlSuccess)
         task_report(t, res);
-    atomic_fetch_sub(&comm->tasks_live, 1);
     or_lock_release(&comm->lock);
-    caller_turn_end(comm, NULL);
     or_inline_task_end(&it);
     if (prev != call->stream_device)
         orSetDevice(prev);

@@ -57,16 +57,27 @@ static uint8_t op_of(const occl_call *c)
     }
 }
 
-occl_fp occl_fp_of(const occl_call *c)
+/* Field by field: occl_fp_begin fills two of them at every call, and a
+ * struct built on the stack in byte-sized pieces and copied whole costs a
+ * failed store-to-load forwarding apiece. */
+static inline void fp_fill(occl_fp *fp, const occl_call *c, uint64_t seq)
 {
     bool p2p = c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV;
-    return (occl_fp){.comm_id = c->comm->id,
-                     .seq = 0,
-                     .count = c->count,
-                     .root = rooted(c->coll) || p2p ? c->root : -1,
-                     .coll = (uint8_t)c->coll,
-                     .type = (uint8_t)c->type,
-                     .op = op_of(c)};
+    fp->comm_id = c->comm->id;
+    fp->seq = seq;
+    fp->count = c->count;
+    fp->root = rooted(c->coll) || p2p ? c->root : -1;
+    fp->coll = (uint8_t)c->coll;
+    fp->type = (uint8_t)c->type;
+    fp->op = op_of(c);
+    fp->pad = 0;
+}
+
+occl_fp occl_fp_of(const occl_call *c)
+{
+    occl_fp fp;
+    fp_fill(&fp, c, 0);
+    return fp;
 }
 
 /* The published fingerprint is a seqlock's payload: peers of the node read
@@ -96,9 +107,8 @@ static void fp_read(occl_fp *dst, const occl_fp *src)
 void occl_fp_begin(occlComm_t comm, const occl_call *c)
 {
     uint64_t seq = comm->fp.seq + 1;
-    comm->fp = occl_fp_of(c);
-    comm->fp.seq = seq;
-    comm->past[seq % NPAST] = comm->fp;
+    fp_fill(&comm->fp, c, seq);
+    fp_fill(&comm->past[seq % NPAST], c, seq);
     if (!comm->check_calls)
         return;
     occl_ctrl *ctrl = comm->ctrl;

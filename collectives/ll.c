@@ -580,7 +580,7 @@ static bool boxes_posted(occlComm_t comm, const occl_call *c, occl_ll_state *st,
 
 /* How many calls a reader may nap in after it found its poster done with a
  * later call, a stream of calls the poster makes without waiting. */
-enum { AHEAD_CALLS = 16 };
+enum { AHEAD_CALLS = 16, PACE_LOOK_EVERY = 4, PREFETCH_CALLS = 8 };
 
 /* After a rooted call's read: whether its poster runs ahead, done with a
  * later call already. Done, not posted: a root's next call may be one it
@@ -591,6 +591,14 @@ static void note_pace(occlComm_t comm, uint64_t seq, int poster)
 {
     if (!comm->oversubscribed)
         return;
+    /* The poster writes its done at every call: a reader that looked at
+     * every call would pull the line from it each time, a cache miss on
+     * both sides. */
+    if (seq % PACE_LOOK_EVERY) {
+        if (comm->ll_ahead > 0)
+            comm->ll_ahead--;
+        return;
+    }
     occl_ll_area *a = area_of(comm->peers[poster].ctrl, comm->nranks);
     if (atomic_load_explicit(&a->done, memory_order_relaxed) > seq)
         comm->ll_ahead = AHEAD_CALLS;
@@ -700,6 +708,11 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
             box->fp = occl_fp_carried(comm, &st->fp);
             box->bytes = bytes;
             atomic_store(&box->seq, st->seq); /* sequentially consistent: see wake() */
+            if (bytes <= OCCL_LL_SMALL_BYTES) {
+                unsigned char *ahead = (unsigned char *)box_of(comm->ctrl, comm->nranks, st->seq + PREFETCH_CALLS, bytes);
+                or_prefetch_write(ahead);
+                or_prefetch_write(ahead + 64);
+            }
             for (int j = 0; j < comm->nranks; j++)
                 if (reads(c, j, comm->rank))
                     wake_if(comm, j, comm->rank);

@@ -199,7 +199,9 @@ struct occlComm {
     /* occlCommRevoke: no more calls; the thread that waits for the calls
      * it stopped when the communicator is non-blocking (joined at free). */
     _Atomic bool revoked;
-    _Atomic int tasks_live; /* launched on a stream and not yet ended (enqueue.c) */
+    /* Launched on a stream and not yet ended; a call running on its calling
+     * thread without a stream op holds `lock` instead (enqueue.c). */
+    _Atomic int tasks_live;
     _Atomic bool suspended; /* occlCommSuspend(OCCL_SUSPEND_MEM): scratch freed, calls refused */
     bool revoke_thread_started;
     pthread_t revoke_thread;
@@ -211,10 +213,9 @@ struct occlComm {
     struct occl_task *runner_head, *runner_tail;
     bool runner_started, runner_stop;
     /* Tasks queued for or running on the runner (changed under runner_lock,
-     * read without it), and whether a thread that issued a task runs it
-     * (enqueue.c: a call claims this without a lock when the runner has none). */
+     * read without it). A thread that issued a task runs it itself when the
+     * runner has none, holding `lock` (enqueue.c, caller_claim). */
     _Atomic int runner_load;
-    _Atomic bool caller_busy;
     /* Signalled when runner_load falls to 0, for a calling thread waiting
      * for the runner to finish the calls handed over to it (enqueue.c,
      * runner_drain); when the last such wait gave up, the calls finished
@@ -664,8 +665,9 @@ occlResult_t occl_vrun(occl_call *calls, int n, uint64_t *clock);
  * their clocks and to end with it). */
 occlResult_t occl_vsimulate(const occl_call *calls, int n, uint64_t *clocks);
 const char *occl_algo_name(occl_algo a);
-/* Waits until no call of comm is queued or running (register.c). */
-void occl_comm_quiesce(occlComm_t comm);
+/* Waits until no call of comm is queued or running, and returns holding
+ * comm->lock (register.c). */
+void occl_comm_quiesce_locked(occlComm_t comm);
 /* Frees the registrations left on comm (register.c). */
 void occl_regs_release(occlComm_t comm);
 /* [p, p + bytes) lies in one of comm's registrations (occlCommRegister) or
@@ -682,7 +684,10 @@ uint64_t occl_comm_ll_naps_woken(occlComm_t comm);
 uint64_t occl_comm_runner_calls(occlComm_t comm);
 static inline void occl_staged(occlComm_t comm, size_t bytes)
 {
-    atomic_fetch_add_explicit(&comm->staged_bytes, bytes, memory_order_relaxed);
+    /* Written by running calls, which hold comm->lock: no locked add (a
+     * small call's cost is counted in such instructions, docs/occl-perf.md). */
+    uint64_t was = atomic_load_explicit(&comm->staged_bytes, memory_order_relaxed);
+    atomic_store_explicit(&comm->staged_bytes, was + bytes, memory_order_relaxed);
 }
 /* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */
 const char *occl_algo_setting_error(void);

@@ -269,12 +269,21 @@ void occl_regs_release(occlComm_t comm)
     }
 }
 
-void occl_comm_quiesce(occlComm_t comm)
+void occl_comm_quiesce_locked(occlComm_t comm)
 {
     /* Counted, not by synchronizing the device: that would take the
-     * streams' errors from the program. */
-    for (unsigned waits = 0; atomic_load(&comm->tasks_live) > 0; waits++)
+     * streams' errors from the program. A call running on its calling
+     * thread is not counted but holds the lock; if its peers were late, it
+     * was counted when the communicator's thread took it over. */
+    for (unsigned waits = 0;; waits++) {
+        if (!atomic_load(&comm->tasks_live)) {
+            or_lock_acquire(&comm->lock);
+            if (!atomic_load(&comm->tasks_live))
+                return;
+            or_lock_release(&comm->lock);
+        }
         usleep(waits < 10 ? 100 : 2000);
+    }
 }
 
 /* OCCL's dynamic device memory is its scratch (grown by the calls that need
@@ -293,8 +302,7 @@ occlResult_t occlCommSuspend(occlComm_t comm, int flags)
     if (atomic_load(&comm->suspended))
         return occl_fail(occlInvalidUsage, "occlCommSuspend: the communicator is suspended already");
     atomic_store(&comm->suspended, true); /* new calls are refused from here */
-    occl_comm_quiesce(comm);               /* the queued ones end first */
-    or_lock_acquire(&comm->lock);
+    occl_comm_quiesce_locked(comm); /* the queued ones end first */
     occl_scratch_release(comm);
     or_lock_release(&comm->lock);
     OCCL_INFO("comm %016llx rank %d: suspended (scratch released)", (unsigned long long)comm->id,

@@ -116,6 +116,11 @@ struct or_op {
     _Alignas(16) unsigned char payload[]; /* kernel arguments */
 };
 
+/* A stream's busy: an inline task that runs is told by an op issued or a
+ * waiter come meanwhile (OR_BUSY_INLINE_WANTED), so that its end takes the
+ * device's lock and moves the stream on, or wakes the waiter. */
+enum or_busy { OR_IDLE, OR_BUSY, OR_BUSY_INLINE, OR_BUSY_INLINE_WANTED };
+
 struct or_stream {
     or_device *dev;
     uintptr_t handle; /* 0 for the default stream */
@@ -123,7 +128,10 @@ struct or_stream {
     unsigned flags;
     /* Guarded by dev->lock. */
     or_op *head, *tail;
-    bool busy;    /* head op is executing */
+    /* Whether the head op executes (enum or_busy). Changed under dev->lock,
+     * but for an inline task's end, which leaves OR_BUSY_INLINE without it
+     * (stream.c): read with busy_locked. */
+    _Atomic uint32_t busy;
     bool queued;  /* on the device's ready list */
     bool blocked; /* head waits on an event, registered with it */
     _Atomic int pins; /* orDeviceSynchronize callers holding this stream */

@@ -126,8 +126,9 @@ orError_t or_launch_handed_task_held(orStream_t stream,
 void or_handed_task_begin(or_handed_task task);
 void or_handed_task_done(or_handed_task task);
 /* A task the calling thread runs right away while its stream is idle, with
- * no op queued (no allocation, one pass under the device's lock at each
- * end): or_inline_task_begin is false when the stream has work queued or
+ * no op queued (no allocation; one pass under the device's lock at its
+ * begin, and at its end only when an op, an event record or a waiter came
+ * meanwhile): or_inline_task_begin is false when the stream has work queued or
  * running, or in virtual time or while recording. Until
  * or_inline_task_end the stream is busy: ops issued meanwhile wait behind
  * the task, synchronizes wait for it. or_inline_task_hand turns it into a

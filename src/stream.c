@@ -104,6 +104,28 @@ static void want_wake(or_stream *s, uint64_t seq)
     uint64_t cur = atomic_load(&s->wake_seq);
     while (seq < cur && !atomic_compare_exchange_weak(&s->wake_seq, &cur, seq))
         ;
+    /* An inline task ends without the lock: told, it takes the lock and
+     * wakes. Its end stores done_seq, then leaves OR_BUSY_INLINE; the
+     * waiter looks at done_seq after this: one of the two sees the other. */
+    uint32_t inl = OR_BUSY_INLINE;
+    atomic_compare_exchange_strong(&s->busy, &inl, OR_BUSY_INLINE_WANTED);
+}
+
+/* Under dev->lock: whether the head executes. An inline task's end does
+ * not take the lock; one found running is told that something came, so
+ * that its end does (or_stream_inline_end). Acquire: what an end without
+ * the lock did is seen by the holder that finds the stream idle. */
+static bool busy_locked(or_stream *s)
+{
+    uint32_t b = atomic_load_explicit(&s->busy, memory_order_acquire);
+    while (b == OR_BUSY_INLINE && !atomic_compare_exchange_weak(&s->busy, &b, OR_BUSY_INLINE_WANTED))
+        ;
+    return b != OR_IDLE;
+}
+
+static void set_busy(or_stream *s, enum or_busy b)
+{
+    atomic_store_explicit(&s->busy, b, memory_order_release);
 }
 
 /* A write that may be posted: the proxy sends its bytes with the request. */
@@ -140,7 +162,7 @@ static bool stream_advance_locked(or_stream *s)
     if (head->kind == OR_OP_HOST_FUNC && head->u.host.start) {
         /* Straight to the layer's thread, which completes it: no worker
          * wakes up only to pass it on, and the stream stays busy. */
-        s->busy = true;
+        set_busy(s, OR_BUSY);
         head->u.host.start(head->u.host.data, head);
         return false;
     }
@@ -183,10 +205,10 @@ static bool posts_write(const or_op *op);
 static or_op *take_record_locked(or_stream *s)
 {
     or_op *op = s->head;
-    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || s->busy || s->queued || s->blocked ||
+    if (!op || op->kind != OR_OP_EVENT_RECORD || or_vt_on || busy_locked(s) || s->queued || s->blocked ||
         atomic_load(&s->posted))
         return NULL;
-    s->busy = true;
+    set_busy(s, OR_BUSY);
     return op;
 }
 
@@ -211,16 +233,19 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
     else
         s->head = op;
     s->tail = op;
-    atomic_store(&s->enq_seq, op->seq);
+    /* Release, not sequentially consistent: no wait protocol orders a load
+     * after it (done_seq's does, mark_done_locked), and on x86 that would
+     * be a locked exchange per op. */
+    atomic_store_explicit(&s->enq_seq, op->seq, memory_order_release);
     bool here = false;
-    if (s->head == op && !s->busy && !s->queued && !s->blocked && !s->fenced) {
+    if (s->head == op && !s->queued && !s->blocked && !s->fenced && !busy_locked(s)) {
         here = take_record_locked(s) == op;
         if (!here && op->kind == OR_OP_REMOTE_COPY && !or_vt_on) {
             /* A copy with another node at the head of an idle stream: the
              * issuing thread hands it to the proxy (a write to post with its
              * message built), no worker woken only to pass it on
              * (op_execute). */
-            s->busy = true;
+            set_busy(s, OR_BUSY);
             here = true;
         }
         if (!here)
@@ -271,7 +296,7 @@ static void stream_complete(or_stream *s, or_op *op)
         if (or_recording())
             or_record_op(op);
         or_lock_acquire(&dev->lock);
-        s->busy = false;
+        set_busy(s, OR_IDLE);
         pop_head_locked(s, op);
         or_op *next = head_done_locked(s);
         or_lock_release(&dev->lock);
@@ -300,21 +325,30 @@ bool or_stream_inline_begin(or_stream *s, uint64_t *seq)
         return false;
     or_device *dev = s->dev;
     or_lock_acquire(&dev->lock);
-    bool idle = !s->head && !s->busy && !s->queued && !s->blocked && !atomic_load(&s->posted);
+    bool idle = !s->head && !s->queued && !s->blocked && !atomic_load(&s->posted) && !busy_locked(s);
     if (idle) {
-        s->busy = true;
+        set_busy(s, OR_BUSY_INLINE);
         *seq = ++s->last_seq;
-        atomic_store(&s->enq_seq, *seq);
+        atomic_store_explicit(&s->enq_seq, *seq, memory_order_release); /* as in stream_enqueue */
     }
     or_lock_release(&dev->lock);
     return idle;
 }
 
+/* Without the device's lock when nothing came meanwhile: no op was issued
+ * and no waiter came (busy_locked, want_wake), so there is nothing to move
+ * on or wake; done_seq is stored first (release: the task's writes come
+ * with it), then the stream is idle. A lock pass would be three locked
+ * instructions a call, a third of a small call's cost (docs/occl-perf.md). */
 void or_stream_inline_end(or_stream *s, uint64_t seq)
 {
+    atomic_store_explicit(&s->done_seq, seq, memory_order_release);
+    uint32_t inl = OR_BUSY_INLINE;
+    if (atomic_compare_exchange_strong(&s->busy, &inl, OR_IDLE))
+        return;
     or_device *dev = s->dev;
     or_lock_acquire(&dev->lock);
-    s->busy = false;
+    set_busy(s, OR_IDLE);
     mark_done_locked(s, seq);
     or_op *next = head_done_locked(s);
     or_lock_release(&dev->lock);
@@ -339,6 +373,7 @@ or_op *or_stream_inline_hand(or_stream *s, uint64_t seq)
     s->head = op;
     if (!s->tail)
         s->tail = op;
+    set_busy(s, OR_BUSY); /* an op's now: it ends as ops do (stream_complete) */
     or_lock_release(&dev->lock);
     return op;
 }
@@ -349,7 +384,7 @@ void or_stream_unblock(or_stream *s)
     or_device *dev = s->dev;
     or_lock_acquire(&dev->lock);
     s->blocked = false;
-    if (!s->busy && !s->queued && !s->fenced && stream_advance_locked(s))
+    if (!s->queued && !s->fenced && !busy_locked(s) && stream_advance_locked(s))
         or_notifier_signal(&dev->work);
     or_lock_release(&dev->lock);
 }
@@ -584,7 +619,7 @@ static void remote_write_acked(or_proxy_req *req)
         or_notifier_signal(&s->done); /* synchronizations wait for posted to drain */
         if (s->fenced) {
             s->fenced = false;
-            if (!s->busy && !s->queued && !s->blocked) {
+            if (!s->queued && !s->blocked && !busy_locked(s)) {
                 rec = take_record_locked(s);
                 if (!rec)
                     wake = stream_advance_locked(s);
@@ -711,7 +746,7 @@ void *or_device_worker_main(void *arg)
         }
         or_stream *s = pop_ready_locked(dev);
         if (s) {
-            s->busy = true;
+            set_busy(s, OR_BUSY);
             or_op *op = s->head;
             or_lock_release(&dev->lock);
             op_execute(s, op);

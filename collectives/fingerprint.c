@@ -19,6 +19,7 @@
  * The check costs a 48-byte copy and compare per transfer (docs/occl.md has
  * the measured cost); OCCL_CHECK_CALLS=0 turns it off.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,20 +58,29 @@ static uint8_t op_of(const occl_call *c)
     }
 }
 
-/* Field by field: occl_fp_begin fills two of them at every call, and a
- * struct built on the stack in byte-sized pieces and copied whole costs a
- * failed store-to-load forwarding apiece. */
+/* Word by word: occl_fp_begin fills two of them at every call and then
+ * copies one to the peers word by word; a word stored in pieces and read
+ * whole at once costs a failed store-to-load forwarding. */
+typedef union {
+    struct {
+        int32_t root;
+        uint8_t coll, type, op, pad;
+    } f;
+    uint64_t word;
+} fp_tail;
+_Static_assert(offsetof(occl_fp, root) == 3 * sizeof(uint64_t) && offsetof(occl_fp, coll) == offsetof(occl_fp, root) + 4 &&
+                   offsetof(occl_fp, type) == offsetof(occl_fp, coll) + 1 &&
+                   offsetof(occl_fp, op) == offsetof(occl_fp, type) + 1 && sizeof(occl_fp) == 4 * sizeof(uint64_t),
+               "occl_fp ends in one word: root, coll, type, op, pad");
+
 static inline void fp_fill(occl_fp *fp, const occl_call *c, uint64_t seq)
 {
     bool p2p = c->coll == OCCL_COLL_SEND || c->coll == OCCL_COLL_RECV;
     fp->comm_id = c->comm->id;
     fp->seq = seq;
     fp->count = c->count;
-    fp->root = rooted(c->coll) || p2p ? c->root : -1;
-    fp->coll = (uint8_t)c->coll;
-    fp->type = (uint8_t)c->type;
-    fp->op = op_of(c);
-    fp->pad = 0;
+    fp_tail t = {.f = {rooted(c->coll) || p2p ? c->root : -1, (uint8_t)c->coll, (uint8_t)c->type, op_of(c), 0}};
+    memcpy((unsigned char *)fp + offsetof(occl_fp, root), &t.word, sizeof t.word);
 }
 
 occl_fp occl_fp_of(const occl_call *c)

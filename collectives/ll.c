@@ -77,11 +77,21 @@ struct occl_ll_area {
      * rank's box to be free; a peer wakes it only when its own done
      * crosses it (the last one to cross finds it still asleep). */
     _Atomic uint64_t free_at;
+    /* A reader that naps (not for a post: for its poster's pace) says so
+     * here, on a line of its own: a poster about to sleep for its window
+     * wakes it first. On sleeps_for, which every peer reads at every call,
+     * each nap would cost each of them a cache miss. */
+    _Alignas(64) _Atomic int32_t napping;
+    /* In rank 0's area only: the ranks that sleep with sleeps_for said, a
+     * bit each. A rank that posts or finishes reads this, which seldom
+     * changes, and looks only at the sleepers' sleeps_for: with many ranks
+     * per core, a look at every peer's line at every call cost a cache
+     * miss apiece once the rank had been switched out. */
+    _Alignas(64) _Atomic uint64_t asleep[OCCL_LL_MAX_RANKS / 64];
 };
 
-/* sleeps_for, besides a rank: nothing, its box to be freed, or a nap that
- * no post ends (only a poster about to sleep itself does). */
-enum { WAIT_NONE = -1, WAIT_FREE = -2, WAIT_NAP = -3 };
+/* sleeps_for, besides a rank: nothing, or its box to be freed. */
+enum { WAIT_NONE = -1, WAIT_FREE = -2 };
 
 static size_t ll_max_bytes = OCCL_LL_DEFAULT_BYTES;  /* OCCL_LL_MAX_BYTES */
 
@@ -259,6 +269,12 @@ bool occl_ll_solo(const occl_call *c)
 
 /* ---- waiting ---------------------------------------------------------------------- */
 
+/* The node's ranks asleep for a post or a free box (rank 0's area). */
+static inline _Atomic uint64_t *asleep_mask(occlComm_t comm)
+{
+    return area_of(comm->peers[0].ctrl, comm->nranks)->asleep;
+}
+
 /* Wake peer j if it sleeps for `whom` (a rank, or WAIT_FREE). The sleeper
  * stores sleeps_for before its last look, the poster stores before it reads
  * sleeps_for (both sequentially consistent): one of them sees the other. */
@@ -266,6 +282,14 @@ static void wake_if(occlComm_t comm, int j, int32_t whom)
 {
     occl_ctrl *c = comm->peers[j].ctrl;
     if (atomic_load(&area_of(c, comm->nranks)->sleeps_for) == whom)
+        occl_ring_bell(c);
+}
+
+/* Wake peer j if it naps. */
+static void wake_if_napping(occlComm_t comm, int j)
+{
+    occl_ctrl *c = comm->peers[j].ctrl;
+    if (atomic_load(&area_of(c, comm->nranks)->napping))
         occl_ring_bell(c);
 }
 
@@ -281,6 +305,31 @@ static void wake_if_freed(occlComm_t comm, int j, uint64_t was, uint64_t now)
     uint64_t at = atomic_load(&a->free_at);
     if (was < at && at <= now)
         occl_ring_bell(c);
+}
+
+/* Wake the sleepers that wait for this rank: for its post in call c
+ * (WAKE_POSTED), or for its done moving from `was` to `now` (WAKE_FREED).
+ * Read after the post or the done (both sequentially consistent); a
+ * sleeper sets its bit before it says for whom and looks once more: a bit
+ * this does not see, that look sees the post. */
+enum wake_for { WAKE_POSTED, WAKE_FREED };
+
+static void wake_asleep(occlComm_t comm, const occl_call *c, enum wake_for why, uint64_t was, uint64_t now)
+{
+    _Atomic uint64_t *mask = asleep_mask(comm);
+    for (int w = 0; w < (comm->nranks + 63) / 64; w++) {
+        uint64_t m = atomic_load(&mask[w]);
+        while (m) {
+            int j = w * 64 + __builtin_ctzll(m);
+            m &= m - 1;
+            if (j == comm->rank)
+                continue;
+            if (why == WAKE_FREED)
+                wake_if_freed(comm, j, was, now);
+            else if (reads(c, j, comm->rank))
+                wake_if(comm, j, comm->rank);
+        }
+    }
 }
 
 /* The sum of the peers' done counters, plus one: never 0, which is "none"
@@ -430,21 +479,25 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
             may_nap = false;
             /* Said, so that a poster that sleeps for its window to be
              * freed next wakes this nap first (below). */
-            atomic_store(&area->sleeps_for, WAIT_NAP);
+            atomic_store(&area->napping, 1);
             atomic_fetch_add(&me->sleepers, 1);
             atomic_fetch_add_explicit(&comm->ll_naps, 1, memory_order_relaxed);
             if (bell_wait(me, bell, capped(st, now, nap)))
                 atomic_fetch_add_explicit(&comm->ll_naps_woken, 1, memory_order_relaxed);
             atomic_fetch_sub(&me->sleepers, 1);
-            atomic_store_explicit(&area->sleeps_for, WAIT_NONE, memory_order_relaxed);
+            atomic_store_explicit(&area->napping, 0, memory_order_relaxed);
             continue;
         }
         if (now - start < yield_ns) {
             sched_yield();
             continue;
         }
-        /* Sleep: said for whom first, then one more look (see wake_if). */
+        /* Sleep: marked asleep and said for whom first, then one more look (see
+         * wake_asleep). */
         int32_t whom = check_peers ? st->missing : WAIT_FREE;
+        _Atomic uint64_t *my_word = &asleep_mask(comm)[comm->rank / 64];
+        uint64_t my_bit = 1ull << (comm->rank % 64);
+        atomic_fetch_or(my_word, my_bit);
         if (!check_peers)
             atomic_store(&area->free_at, st->free_need);
         atomic_store(&area->sleeps_for, whom);
@@ -452,15 +505,18 @@ static occlResult_t wait_until(occlComm_t comm, const occl_call *c, occl_ll_stat
          * next posts wait for them. */
         for (int j = 0; !check_peers && j < comm->nranks; j++)
             if (reads(c, j, comm->rank))
-                wake_if(comm, j, WAIT_NAP);
+                wake_if_napping(comm, j);
         atomic_fetch_add(&me->sleepers, 1);
         /* If the first missing box came meanwhile, the next one's poster does
          * not know about this sleep yet: say so first. */
         if (!ready(comm, c, st, &err) && err == occlSuccess && (!check_peers || st->missing == whom)) {
-            bell_wait(me, bell, capped(st, now, next_check > now ? next_check - now : 0));
+            atomic_fetch_add_explicit(&comm->ll_sleeps, 1, memory_order_relaxed);
+            if (bell_wait(me, bell, capped(st, now, next_check > now ? next_check - now : 0)))
+                atomic_fetch_add_explicit(&comm->ll_sleeps_woken, 1, memory_order_relaxed);
         }
         atomic_fetch_sub(&me->sleepers, 1);
         atomic_store_explicit(&area->sleeps_for, WAIT_NONE, memory_order_relaxed);
+        atomic_fetch_and(my_word, ~my_bit);
         if (err != occlSuccess)
             return err;
     }
@@ -616,6 +672,14 @@ uint64_t occl_comm_ll_naps_woken(occlComm_t comm)
     return occl_comm_valid(comm) ? atomic_load(&comm->ll_naps_woken) : 0;
 }
 
+uint64_t occl_comm_ll_sleeps(occlComm_t comm, uint64_t *woken)
+{
+    bool valid = occl_comm_valid(comm);
+    if (woken)
+        *woken = valid ? atomic_load(&comm->ll_sleeps_woken) : 0;
+    return valid ? atomic_load(&comm->ll_sleeps) : 0;
+}
+
 static const unsigned char *input_of(occlComm_t comm, const occl_call *c, int j, const occl_ll_state *st)
 {
     return j == comm->rank ? c->sendbuff : box_of(comm->peers[j].ctrl, comm->nranks, st->seq, st->read_bytes)->data;
@@ -713,9 +777,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
                 or_prefetch_write(ahead);
                 or_prefetch_write(ahead + 64);
             }
-            for (int j = 0; j < comm->nranks; j++)
-                if (reads(c, j, comm->rank))
-                    wake_if(comm, j, comm->rank);
+            wake_asleep(comm, c, WAKE_POSTED, 0, 0);
         }
         st->posted = true;
     }
@@ -727,8 +789,6 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
         note_pace(comm, st->seq, poster);
     res = finish(comm, c, st);
     uint64_t was = atomic_exchange(&mine->done, st->seq); /* sequentially consistent: see wait_until */
-    for (int j = 0; j < comm->nranks; j++)
-        if (j != comm->rank)
-            wake_if_freed(comm, j, was, st->seq);
+    wake_asleep(comm, c, WAKE_FREED, was, st->seq);
     return res;
 }

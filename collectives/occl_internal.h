@@ -241,6 +241,9 @@ struct occlComm {
     uint64_t ll_nap_ns, ll_nap_seq, ll_nap_len;
     _Atomic uint64_t ll_naps; /* how many times; occl_comm_ll_naps reads it (tests) */
     _Atomic uint64_t ll_naps_woken; /* of them, ended by a poster's ring (occl_comm_ll_naps_woken) */
+    /* Sleeps of the low-latency path for a post or a free box, and of them
+     * those ended by a ring, not by the periodic look (occl_comm_ll_sleeps). */
+    _Atomic uint64_t ll_sleeps, ll_sleeps_woken;
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
@@ -679,6 +682,7 @@ uint64_t occl_comm_staged_bytes(occlComm_t comm);
  * poster's ring ended; the same kind of query. */
 uint64_t occl_comm_ll_naps(occlComm_t comm);
 uint64_t occl_comm_ll_naps_woken(occlComm_t comm);
+uint64_t occl_comm_ll_sleeps(occlComm_t comm, uint64_t *woken);
 /* Tasks the communicator's thread has run, whole or taken over from the
  * calling thread (enqueue.c); the same kind of query. */
 uint64_t occl_comm_runner_calls(occlComm_t comm);

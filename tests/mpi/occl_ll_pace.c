@@ -16,7 +16,10 @@
  *      50 naps, where a nap per catch-up makes a few), ever longer naps
  *      (less than 30 ms of CPU beyond twice what the same calls cost with
  *      nobody late; not under ThreadSanitizer), and the root, its window
- *      full again, ends some of them;
+ *      full again, ends some of them; the root, asleep for its window, is
+ *      woken by the leaf that frees it;
+ *   5. the root 50 ms late to a broadcast, five times: the leaves sleep for
+ *      its post and are woken by it, not only by their periodic look;
  * every result checked. With OCCL_LL_NAP_US=0 nobody naps at all. Needs
  * more ranks than cores, one node (4 ranks of one device on 2 cores).
  */
@@ -41,7 +44,8 @@ enum { CPU_CHECKED = 0 };
 enum { CPU_CHECKED = 1 };
 #endif
 
-enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20, BLOCKED = 3 * OCCL_LL_SMALL_BOXES, LATE_MS = 300 };
+enum { COUNT = 2, FIRST = 100, SECOND = 100, CHAIN = 200, SETTLE = 20, BLOCKED = 3 * OCCL_LL_SMALL_BOXES, LATE_MS = 300,
+       LATE_POSTS = 5, LATE_POST_MS = 50 };
 
 /* CPU time of this process (every thread), in ms. */
 static double cpu_ms(void)
@@ -208,7 +212,8 @@ int main(int argc, char **argv)
         fill(many[k], -1);
     mpitest_barrier();
     before = occl_comm_ll_naps(comm);
-    uint64_t woken0 = occl_comm_ll_naps_woken(comm);
+    uint64_t woken0 = occl_comm_ll_naps_woken(comm), rung0;
+    uint64_t slept0 = occl_comm_ll_sleeps(comm, &rung0);
     double cpu0 = cpu_ms();
     if (ci.rank == 1)
         usleep(LATE_MS * 1000);
@@ -217,7 +222,9 @@ int main(int argc, char **argv)
     CHECK_OR(orStreamSynchronize(s));
     double cpu = cpu_ms() - cpu0;
     napped = occl_comm_ll_naps(comm) - before;
-    uint64_t woken = occl_comm_ll_naps_woken(comm) - woken0;
+    uint64_t woken = occl_comm_ll_naps_woken(comm) - woken0, rung;
+    uint64_t slept = occl_comm_ll_sleeps(comm, &rung) - slept0;
+    rung -= rung0;
     for (int k = 0; k < BLOCKED; k++)
         expect(many[k], (float)k, "a broadcast behind a late leaf: ", k);
     CHECK_OR(orFree(all));
@@ -232,11 +239,45 @@ int main(int argc, char **argv)
     if (CPU_CHECKED && ci.rank >= 2 && cpu >= 2 * base + 30)
         mpitest_fail(__FILE__, __LINE__, "a leaf caught up with a root blocked by another leaf used the CPU: ",
                      detail);
+    /* Each time the late leaf, and later the slowest one, frees half its
+     * window, the root is woken by that leaf's done; a lost wake-up would
+     * leave it to its periodic look, every millisecond. */
+    if (root && !rung) {
+        snprintf(detail, sizeof detail, "%llu sleeps, none ended by a ring", (unsigned long long)slept);
+        mpitest_fail(__FILE__, __LINE__, "a root whose window was full was never woken by a leaf that freed it: ",
+                     detail);
+    }
     if ((root || !naps_on) && napped)
         mpitest_fail(__FILE__, __LINE__, root ? "a root that only posts napped: " : "OCCL_LL_NAP_US=0 and still a nap: ",
                      detail);
     if (ci.rank == 2)
         printf("occl ll pace: %s%s\n", detail, CPU_CHECKED ? "" : " (CPU not checked under ThreadSanitizer)");
+
+    /* 5: a root late to single broadcasts: the leaves yield, then sleep for
+     * its post, which wakes them (a sleep ends by the periodic look too,
+     * every millisecond: a leaf may look just as the post comes, but not
+     * LATE_POSTS times). */
+    slept0 = occl_comm_ll_sleeps(comm, &rung0);
+    for (int k = 0; k < LATE_POSTS; k++) {
+        fill(bufs[k], root ? (float)(1000 + k) : -1);
+        mpitest_barrier();
+        if (root)
+            usleep(LATE_POST_MS * 1000);
+        CHECK_OCCL(occlBroadcast(bufs[k], bufs[k], COUNT, occlFloat32, 0, comm, s));
+        CHECK_OR(orStreamSynchronize(s));
+        expect(bufs[k], (float)(1000 + k), "a broadcast of a late root: ", k);
+    }
+    slept = occl_comm_ll_sleeps(comm, &rung) - slept0;
+    rung -= rung0;
+    snprintf(detail, sizeof detail, "rank %d slept %llu times, %llu of them woken by a ring, in %d broadcasts of a "
+             "root %d ms late", ci.rank, (unsigned long long)slept, (unsigned long long)rung, LATE_POSTS,
+             LATE_POST_MS);
+    if (!root && !slept)
+        mpitest_fail(__FILE__, __LINE__, "a leaf waiting for a late root never slept: ", detail);
+    if (!root && !rung)
+        mpitest_fail(__FILE__, __LINE__, "a leaf asleep for a late root's post was never woken by it: ", detail);
+    if (ci.rank == 1)
+        printf("occl ll pace: %s\n", detail);
 
     for (int k = 0; k < FIRST + SECOND; k++)
         CHECK_OR(orFree(bufs[k]));

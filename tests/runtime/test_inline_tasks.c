@@ -18,6 +18,14 @@ static orStream_t new_stream(void)
     return s;
 }
 
+/* A new stream, running inline task t. */
+static orStream_t stream_running(or_inline_task *t)
+{
+    orStream_t s = new_stream();
+    cr_assert(or_inline_task_begin(s, t), "an idle stream takes an inline task");
+    return s;
+}
+
 Test(inline_tasks, only_on_an_idle_stream)
 {
     orStream_t s = new_stream();
@@ -59,11 +67,10 @@ static void *sync_main(void *p)
 
 Test(inline_tasks, synchronize_sleeps_until_the_end_wakes_it)
 {
-    orStream_t s = new_stream();
+    or_inline_task t;
+    orStream_t s = stream_running(&t);
     int value = 0;
     sync_arg a = {.s = s, .value = &value};
-    or_inline_task t;
-    cr_assert(or_inline_task_begin(s, &t));
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, sync_main, &a), 0);
     cr_assert(wait_atomic_ge(&a.entered, 1, DEADLINE_MS));
@@ -94,11 +101,10 @@ static void probe_fn(void *p)
 
 Test(inline_tasks, op_issued_meanwhile_runs_after_it)
 {
-    orStream_t s = new_stream();
+    or_inline_task t;
+    orStream_t s = stream_running(&t);
     int value = 0;
     probe_t pr = {.value = &value};
-    or_inline_task t;
-    cr_assert(or_inline_task_begin(s, &t));
     CHECK_OR(orLaunchHostFunc(s, probe_fn, &pr));
     sleep_ms(20);
     cr_assert_eq(atomic_load(&pr.ran), 0, "the op overtook the task");
@@ -112,11 +118,10 @@ Test(inline_tasks, op_issued_meanwhile_runs_after_it)
 
 Test(inline_tasks, event_recorded_meanwhile_completes_at_the_end)
 {
-    orStream_t s = new_stream();
     orEvent_t e;
     CHECK_OR(orEventCreate(&e));
     or_inline_task t;
-    cr_assert(or_inline_task_begin(s, &t));
+    orStream_t s = stream_running(&t);
     CHECK_OR(orEventRecord(e, s));
     EXPECT_CODE(orEventQuery(e), orErrorNotReady);
     or_inline_task_end(&t);
@@ -192,11 +197,10 @@ static void *finisher_main(void *p)
 
 Test(inline_tasks, handed_over_it_ends_as_an_op)
 {
-    orStream_t s = new_stream();
+    or_inline_task t;
+    orStream_t s = stream_running(&t);
     int value = 0;
     probe_t pr = {.value = &value};
-    or_inline_task t;
-    cr_assert(or_inline_task_begin(s, &t));
     or_handed_task op = or_inline_task_hand(&t);
     cr_assert_not_null(op);
     CHECK_OR(orLaunchHostFunc(s, probe_fn, &pr)); /* behind it */

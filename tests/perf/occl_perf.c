@@ -1173,17 +1173,38 @@ int main(int argc, char **argv)
     if (!b.comms || !b.streams || !b.send || !b.recv)
         die(__FILE__, __LINE__, "out of host memory", "");
     b.host = perf_xmalloc(b.buf_bytes);
-    for (int d = 0; d < b.g; d++) {
+    /* Buffers that do not fit the device end the run on every process
+     * with the reason and exit status 1, not by an abort: mpiexec may take
+     * the job down before it has passed on the message of the process
+     * that aborted. */
+    orError_t alloc_err = orSuccess;
+    const char *alloc_what = "";
+    int alloc_dev = 0;
+    for (int d = 0; d < b.g && alloc_err == orSuccess; d++) {
         OR_CHECK(orSetDevice(d));
         OR_CHECK(orStreamCreate(&b.streams[d]));
+        alloc_dev = d;
         /* In place, the send data is in the receive buffer. */
         if (o.place & PLACE_OUT) {
-            OR_CHECK(orMalloc(&b.send[d], b.buf_bytes));
+            alloc_what = "send";
+            if ((alloc_err = orMalloc(&b.send[d], b.buf_bytes)) != orSuccess)
+                break;
             /* Touched now, so no size pays the page faults of the first use. */
             OR_CHECK(orMemset(b.send[d], 0, b.buf_bytes));
         }
-        OR_CHECK(orMalloc(&b.recv[d], b.buf_bytes));
+        alloc_what = "receive";
+        if ((alloc_err = orMalloc(&b.recv[d], b.buf_bytes)) != orSuccess)
+            break;
         OR_CHECK(orMemset(b.recv[d], 0, b.buf_bytes));
+    }
+    int alloc_failed = alloc_err != orSuccess;
+    if (have_mpi)
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &alloc_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (alloc_failed) {
+        if (alloc_err != orSuccess)
+            fprintf(stderr, "occl-perf: process %d: no room for a %s buffer of %zu bytes on device %d: %s\n",
+                    my_proc, alloc_what, b.buf_bytes, alloc_dev, orGetErrorName(alloc_err));
+        return 1;
     }
 
     occlUniqueId id;

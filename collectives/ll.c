@@ -771,7 +771,7 @@ occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st)
             occl_staged(comm, bytes);
             box->fp = occl_fp_carried(comm, &st->fp);
             box->bytes = bytes;
-            atomic_store(&box->seq, st->seq); /* sequentially consistent: see wake() */
+            atomic_store(&box->seq, st->seq); /* sequentially consistent: see wake_asleep */
             if (bytes <= OCCL_LL_SMALL_BYTES) {
                 unsigned char *ahead = (unsigned char *)box_of(comm->ctrl, comm->nranks, st->seq + PREFETCH_CALLS, bytes);
                 or_prefetch_write(ahead);

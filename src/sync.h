@@ -36,12 +36,13 @@ bool or_wait_sleeping(or_notifier *n, or_cond_fn cond, void *arg, uint64_t deadl
 
 uint64_t or_now_ns(void); /* CLOCK_MONOTONIC */
 
-/* The lock of a device's streams and of a communicator's tasks, taken
- * three times by every small collective (docs/occl-perf.md): a default
- * pthread mutex's behaviour (a waiter sleeps on the futex at once, no
- * spinning) without its function calls and type checks, so that an
- * uncontended acquire and release are one atomic each, inline. 0 free, 1 held, 2 held and maybe waited for (Drepper, "Futexes
- * Are Tricky"). Within one process. */
+/* The lock of a device's streams and of a communicator's tasks, each taken
+ * once by every small collective (docs/occl-perf.md): a default pthread
+ * mutex's behaviour (a waiter sleeps on the futex at once, no spinning)
+ * without its function calls and type checks, so that an uncontended
+ * acquire and release are one atomic each, inline. 0 free, 1 held, 2 held
+ * and maybe waited for (Drepper, "Futexes Are Tricky"). Within one
+ * process. */
 typedef struct or_lock {
     _Atomic uint32_t word;
 } or_lock;

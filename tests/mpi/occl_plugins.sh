@@ -178,17 +178,21 @@ else
     fail "none"
 fi
 # Ranks that name different tuners would pick different algorithms: the
-# runtime's start-up stops the job and names the variable.
+# runtime's start-up stops the job and names the variable. Each process
+# writes its messages to a file of its own: a job that aborts may end before
+# mpiexec has passed them on.
 wrap=$(mktemp)
+errs=$(mktemp -d)
 cat > "$wrap" <<INNER
 #!/bin/sh
 [ "\${PMI_RANK:-0}" = 0 ] && export OCCL_TUNER_PLUGIN=$P/libnccl-tuner-force.so || export OCCL_TUNER_PLUGIN=none
-exec "\$@"
+exec "\$@" 2>"$errs/\${PMI_RANK:-0}"
 INNER
 chmod +x "$wrap"
-out=$(timeout 60 mpiexec -n 2 env OPENREG_DEVICES=1 TEST_TUNER_ALGO=TREE "$wrap" \
-    ./tests/perf/occl_perf --coll allreduce -b 4K -e 4K -n 1 -w 0 2>&1) && rc=0 || rc=$?
-rm -f "$wrap"
+timeout 60 mpiexec -n 2 env OPENREG_DEVICES=1 TEST_TUNER_ALGO=TREE "$wrap" \
+    ./tests/perf/occl_perf --coll allreduce -b 4K -e 4K -n 1 -w 0 >/dev/null 2>&1 && rc=0 || rc=$?
+out=$(cat "$errs"/* 2>/dev/null)
+rm -rf "$wrap" "$errs"
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
     echo "$out" | grep -qF "openreg: OCCL_TUNER_PLUGIN differs: rank 0 has $P/libnccl-tuner-force.so, rank 1 has none"; then
     ok "tuners that differ between ranks stop the job"

@@ -82,6 +82,11 @@ static const or_param params[] = {
      "milliseconds a rank waits for the others at start-up (every rank's first call that "
      "needs them) before it gives up; the largest, about 31 years, waits for ever",
      1, OR_TIMEOUT_MS_MAX, NULL, offsetof(or_config, timeout_ms)},
+    {"OPENREG_COPY_SPIN_US", OR_PARAM_INT, "30", "an integer from 0 to 1000000",
+     "microseconds a thread carrying its own synchronous copy with another node's memory "
+     "tests for the owner's answer before it leaves the wait to the proxy and sleeps; 0 = "
+     "sleep at once (docs/cluster.md)",
+     0, 1000000, NULL, offsetof(or_config, copy_spin_us)},
     {"OPENREG_IPC_CHILDREN", OR_PARAM_CHOICE, "0", "0 or 1",
      "1: a process started alone (not under MPI) keeps its device memory in a shared segment "
      "and sets OPENREG_IPC_PARENT, so that the processes it starts can open its IPC handles",

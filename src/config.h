@@ -26,6 +26,7 @@ typedef struct or_config {
     long long placement;      /* OPENREG_PLACEMENT: an or_topo_placement, or
                                  OR_PLACEMENT_FILE (the name stays in the env) */
     long long timeout_ms;     /* OPENREG_TIMEOUT_MS */
+    long long copy_spin_us;   /* OPENREG_COPY_SPIN_US */
     long long ipc_children;   /* OPENREG_IPC_CHILDREN */
     const char *ipc_parent;   /* OPENREG_IPC_PARENT, set by a parent process, else NULL */
 } or_config;

@@ -689,6 +689,8 @@ orError_t orMemcpy(void *dst, const void *src, size_t count, orMemcpyKind kind)
     orError_t err = copy_prepare(dst, src, count, kind, &op);
     if (err != orSuccess)
         OR_RETURN(err);
+    if (op->kind == OR_OP_REMOTE_COPY) /* this thread waits for it: it may carry it */
+        ((or_proxy_req *)op->payload)->caller_waits = true;
     OR_RETURN(run_on_default_stream(op));
 }
 

@@ -83,7 +83,7 @@ static struct {
     _Atomic bool stop_requested;
     _Atomic(or_proxy_req *) submitted; /* lock-free stack, newest first */
     or_notifier wake;
-    uint32_t next_id;
+    _Atomic uint32_t next_id; /* the proxy's requests and the callers' own (or_proxy_call_here) */
     or_proxy_req *active;
     /* The request receives, posted while running. */
     unsigned char *incoming[N_INCOMING]; /* INCOMING_BYTES each */
@@ -205,7 +205,7 @@ static void take_inline_get(or_proxy_req *r)
 
 static void start_local(or_proxy_req *r)
 {
-    r->id = px.next_id++;
+    r->id = atomic_fetch_add_explicit(&px.next_id, 1, memory_order_relaxed);
     r->phase = PHASE_FIRST;
     r->nmpi = 0;
     r->status = orSuccess;
@@ -693,7 +693,8 @@ static bool take_submitted(void)
     while (fifo) {
         or_proxy_req *r = fifo;
         fifo = r->next;
-        start_local(r);
+        if (!r->started) /* else its caller sent it, and hands over the wait */
+            start_local(r);
         r->next = px.active;
         px.active = r;
     }
@@ -847,6 +848,8 @@ bool or_proxy_capture_put(or_proxy_req *req)
     return true;
 }
 
+/* ---- a round trip on the calling thread ------------------------------------ */
+
 /* Callers of or_proxy_call wait on one process-wide notifier: the flag they
  * poll lives on their stack, and the proxy touches it last. */
 static or_notifier calls_done;
@@ -859,14 +862,85 @@ static void call_done(or_proxy_req *req)
 
 static bool call_finished(void *arg) { return atomic_load((_Atomic int *)arg) != 0; }
 
-orError_t or_proxy_call(or_proxy_req *req)
+/* Hand req to the proxy (started already, when the caller sent it) and
+ * sleep until the proxy has finished it. */
+static orError_t call_via_proxy(or_proxy_req *req)
 {
-    if (!px.running)
-        return orErrorNotSupported;
     _Atomic int done = 0;
     req->done = call_done;
     req->user = (void *)&done;
     or_proxy_submit(req);
     or_wait_sleeping(&calls_done, call_finished, (void *)&done, 0);
     return req->status;
+}
+
+orError_t or_proxy_call(or_proxy_req *req)
+{
+    if (!px.running)
+        return orErrorNotSupported;
+    req->started = false;
+    return call_via_proxy(req);
+}
+
+bool or_proxy_here_ok(const or_proxy_req *req)
+{
+    if (!px.running)
+        return false;
+    return req->kind == OR_PROXY_GET ? req->length <= OR_PROXY_INLINE_GET
+           : req->kind == OR_PROXY_PUT ? req->length <= OR_PROXY_INLINE_PUT
+                                       : false;
+}
+
+static _Atomic uint64_t caller_copies, caller_handed; /* or_remote_caller_copies */
+
+uint64_t or_remote_caller_copies(uint64_t *handed)
+{
+    if (handed)
+        *handed = atomic_load(&caller_handed);
+    return atomic_load(&caller_copies);
+}
+
+orError_t or_proxy_call_here(or_proxy_req *r)
+{
+    atomic_fetch_add_explicit(&caller_copies, 1, memory_order_relaxed);
+    start_local(r);
+    r->started = true;
+    uint64_t start = or_now_ns();
+    int indices[OR_PROXY_MAX_MPI];
+    MPI_Status statuses[OR_PROXY_MAX_MPI];
+    for (;;) {
+        int count = 0;
+        int rc = MPI_Testsome(r->nmpi, r->mpi, &count, indices, statuses);
+        if (rc == MPI_ERR_IN_STATUS) {
+            for (int j = 0; j < count; j++)
+                r->failed |= statuses[j].MPI_ERROR != MPI_SUCCESS;
+        } else if (rc != MPI_SUCCESS) {
+            r->failed = true;
+        }
+        if (r->failed) {
+            /* As on the proxy: what is still posted is left to MPI, which
+             * has failed the peer. */
+            r->status = orErrorRemote;
+            break;
+        }
+        cancel_refused_get(r);
+        if (!in_flight(r)) {
+            if (advance_local(r))
+                break;
+            start = or_now_ns(); /* a second round trip (a write whose bytes could not be inlined) */
+            continue;
+        }
+        if (count > 0 && count != MPI_UNDEFINED)
+            continue;
+        if (or_now_ns() - start >= (uint64_t)or_rt.cfg.copy_spin_us * 1000u) {
+            /* Late: sleep, leaving the core to whoever we wait for. */
+            atomic_fetch_add_explicit(&caller_handed, 1, memory_order_relaxed);
+            return call_via_proxy(r);
+        }
+        for (int i = 0; i < 64; i++)
+            or_cpu_relax();
+    }
+    free(r->scratch);
+    r->scratch = NULL;
+    return r->status;
 }

@@ -1,8 +1,10 @@
 /*
- * src/proxy.h - the rank's proxy thread: after start-up it is the only thread
- * of the runtime that calls MPI. It serves other ranks' requests on this
- * rank's device memory (validate, get, put) and carries out this rank's
- * requests on theirs.
+ * src/proxy.h - the rank's proxy thread: it serves other ranks' requests on
+ * this rank's device memory (validate, get, put) and carries out this rank's
+ * requests on theirs. After start-up it is the runtime's one thread that
+ * calls MPI for the runtime, except that a synchronous copy of one round trip
+ * is carried by the thread that issued it (or_proxy_call_here), which would
+ * otherwise only wait: two hand-overs between threads less per copy.
  *
  * MPI's blocking calls spin, and ranks outnumber cores, so the proxy only
  * uses non-blocking calls, and tests everything it waits for with one
@@ -73,6 +75,8 @@ struct or_proxy_req {
     void *user;
     bool captured; /* PUT: its bytes are in its request message already */
     bool acked;    /* proxy-private: a posted write's status came */
+    bool caller_waits; /* a synchronous copy: its issuer waits for it at once */
+    bool started;      /* sent by its caller (or_proxy_call_here), then handed over */
     /* Proxy-private. */
     or_proxy_req *next;
     uint32_t id;
@@ -107,5 +111,19 @@ void or_proxy_submit(or_proxy_req *req);
 bool or_proxy_capture_put(or_proxy_req *req);
 /* Submit and wait for it (not from a worker thread). */
 orError_t or_proxy_call(or_proxy_req *req);
+/* A read or write small enough to be one round trip (up to
+ * OR_PROXY_INLINE_GET / OR_PROXY_INLINE_PUT bytes), with the proxy running:
+ * it may be carried out on the calling thread. */
+bool or_proxy_here_ok(const or_proxy_req *req);
+/* Carry out req on the calling thread: send the request and test for the
+ * answer, with pauses in between, for OPENREG_COPY_SPIN_US (default 30 us,
+ * about two round trips over TCP between hosts: the answer is due, and MPI's
+ * own blocking calls spin); an answer later than that the proxy waits for,
+ * while the caller sleeps until it is woken. Returns req's status; req->done and req->user are the module's.
+ * For a thread that would only wait for the copy: two hand-overs between
+ * threads less (docs/cluster.md). Ordered after this rank's earlier requests
+ * to the same owner only if the proxy has sent them, so the caller makes sure
+ * none of its stream is outstanding. */
+orError_t or_proxy_call_here(or_proxy_req *req);
 
 #endif

@@ -154,6 +154,12 @@ uint64_t or_remote_posted_writes(uint64_t *unacked);
  * in one message, the status with the bytes (src/proxy.c); the same kind of
  * query. */
 uint64_t or_remote_inline_reads(void);
+/* How many copies with another node's memory the thread that issued them
+ * sent itself (synchronous ones of one round trip on an idle stream,
+ * src/stream.c), and in *handed (unless NULL) how many of those it left to
+ * the proxy to finish, their answer later than OPENREG_COPY_SPIN_US; the
+ * same kind of query. */
+uint64_t or_remote_caller_copies(uint64_t *handed);
 bool or_inline_task_begin(orStream_t stream, or_inline_task *task);
 /* Virtual time or recording is on, and or_inline_task_begin says false:
  * for a caller that holds a stream already (no initialization; read at

@@ -193,7 +193,7 @@ static or_stream *pop_ready_locked(or_device *dev)
     return NULL;
 }
 
-static void op_execute(or_stream *s, or_op *op);
+static void op_execute(or_stream *s, or_op *op, bool issuer);
 
 static bool posts_write(const or_op *op);
 
@@ -255,7 +255,7 @@ uint64_t or_stream_enqueue(or_stream *s, or_op *op)
         or_notifier_signal(&dev->work);
     or_lock_release(&dev->lock);
     if (here)
-        op_execute(s, op);
+        op_execute(s, op, true);
     return seq;
 }
 
@@ -637,7 +637,8 @@ static void remote_write_acked(or_proxy_req *req)
     }
 }
 
-static void op_execute(or_stream *s, or_op *op)
+/* issuer: on the thread that issued op, at the head of its idle stream. */
+static void op_execute(or_stream *s, or_op *op, bool issuer)
 {
     or_stream_op_begin(op);
     switch (op->kind) {
@@ -678,6 +679,18 @@ static void op_execute(or_stream *s, or_op *op)
         or_proxy_req *req = (or_proxy_req *)op->payload;
         req->user = op;
         or_strict_enter(); /* we, then MPI, read or write our memory */
+        if (issuer && req->caller_waits && !atomic_load(&s->posted) && or_proxy_here_ok(req)) {
+            /* A synchronous copy of one round trip: the thread that would
+             * only wait for it sends the request and takes the answer
+             * itself, two hand-overs between threads less. Nothing of
+             * this stream is left with the proxy (posted writes drained),
+             * so the owner still serves this rank's requests in stream
+             * order. */
+            if (or_proxy_call_here(req) != orSuccess)
+                remote_copy_failed(req, s);
+            or_strict_leave();
+            break;
+        }
         if (posts_write(op) && or_proxy_capture_put(req)) {
             /* Posted: the bytes are in the request message, the op completes
              * now, and the proxy's reference keeps req until the owner's
@@ -749,7 +762,7 @@ void *or_device_worker_main(void *arg)
             set_busy(s, OR_BUSY);
             or_op *op = s->head;
             or_lock_release(&dev->lock);
-            op_execute(s, op);
+            op_execute(s, op, false);
             or_lock_acquire(&dev->lock);
             continue;
         }

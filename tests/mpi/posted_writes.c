@@ -16,9 +16,15 @@
  * bytes back (it must see them); a 4 KiB read (answered in one message, a
  * debug counter says) and a 128 KiB one; posted writes on a stream destroyed
  * at once; the counter of posted writes moved by exactly the small writes.
+ * Phase 3: synchronous copies of one round trip on an idle stream are carried
+ * by the issuing thread, others are not, and a read right behind a posted
+ * write of its stream sees it (caller_copies); with OPENREG_COPY_SPIN_US=0
+ * the thread leaves the wait for the answer to the proxy.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mpitest.h"
 #include "runtime_ext.h"
@@ -103,9 +109,69 @@ static void owner(void)
             CHECK(host[i] == want);
         }
     }
+    mpitest_exchange(&go, &go, sizeof go, 0, 5); /* checked: phase 3 may write */
     free(host);
     mpitest_barrier();
     CHECK_OR(orFree(buf));
+}
+
+static void nap(void *arg)
+{
+    struct timespec ts = {0, *(long *)arg};
+    nanosleep(&ts, NULL);
+}
+
+/* Phase 3: a synchronous copy of one round trip, issued on an idle stream,
+ * is carried by the issuing thread (a debug counter), not one behind other
+ * work, nor a larger or an asynchronous one; and one behind posted writes
+ * of its stream still sees them. place: a slot of the owner's buffer;
+ * remote: its start; src, host: phase 2's sources (slot j holds
+ * value(3000 + j, ...)). */
+static void caller_copies(char *place, char *remote, const char *src, const int *host, int *got)
+{
+    uint64_t handed0 = 0, handed = 0;
+    uint64_t here0 = or_remote_caller_copies(&handed0);
+    int mine[SLOT / 4];
+    for (int i = 0; i < SLOT / 4; i++)
+        mine[i] = value(5000, i);
+    CHECK_OR(orMemcpy(place, mine, SLOT, orMemcpyHostToDevice));
+    memset(got, 0, SLOT);
+    CHECK_OR(orMemcpy(got, place, SLOT, orMemcpyDeviceToHost));
+    CHECK(memcmp(got, mine, SLOT) == 0);
+    CHECK(or_remote_caller_copies(NULL) - here0 == 2);
+
+    CHECK_OR(orMemcpy(got, remote, BIG, orMemcpyDeviceToHost)); /* two round trips' worth */
+    CHECK_OR(orMemcpyAsync(place, src + SLOT, SLOT, orMemcpyDeviceToDevice, NULL));
+    CHECK_OR(orStreamSynchronize(NULL));
+    long ms20 = 20000000;
+    CHECK_OR(orLaunchHostFunc(NULL, nap, &ms20)); /* the device's worker takes the copy */
+    CHECK_OR(orMemcpy(got, place, SLOT, orMemcpyDeviceToHost));
+    CHECK(memcmp(got, host + SLOT / 4, SLOT) == 0);
+    CHECK(or_remote_caller_copies(NULL) - here0 == 2);
+
+    /* Each read right behind a posted write of the same stream: carried by
+     * this thread only once the owner has acknowledged the write, so it
+     * never overtakes it. */
+    for (int j = 1; j < K; j++) {
+        CHECK_OR(orMemcpyAsync(place, src + (size_t)j * SLOT, SLOT, orMemcpyDeviceToDevice, NULL));
+        CHECK_OR(orMemcpy(got, place, SLOT, orMemcpyDeviceToHost));
+        if (memcmp(got, host + (size_t)j * (SLOT / 4), SLOT) != 0) {
+            fprintf(stderr, "phase 3: the read after write %d found %d, not %d\n", j, got[0],
+                    host[(size_t)j * (SLOT / 4)]);
+            CHECK(0);
+        }
+    }
+    /* With OPENREG_COPY_SPIN_US=0 the thread sends each request and, its
+     * answer not in at the first test, leaves the wait to the proxy: most
+     * of them here (over shared memory an answer can beat the first test). */
+    uint64_t here = or_remote_caller_copies(&handed) - here0;
+    handed -= handed0;
+    const char *spin = getenv("OPENREG_COPY_SPIN_US");
+    printf("phase 3: %llu copies sent by the calling thread, %llu of them left to the proxy\n",
+           (unsigned long long)here, (unsigned long long)handed);
+    CHECK(here >= 2 && handed <= here);
+    if (spin && strcmp(spin, "0") == 0)
+        CHECK(handed >= 2);
 }
 
 static void writer(void)
@@ -206,6 +272,8 @@ static void writer(void)
     CHECK_OR(orDeviceSynchronize());
     CHECK(or_remote_posted_writes(NULL) - posted0 == 3 * K + 1 + 8);
     mpitest_exchange(&go, &go, sizeof go, 1, 4);
+    mpitest_exchange(&go, &go, sizeof go, 1, 5);
+    caller_copies(remote + (size_t)K * SLOT, remote, src, host, got);
 
     mpitest_barrier();
     free(got);

@@ -181,6 +181,17 @@ Test(config, timeout_max_accepted)
     cr_assert_eq(count, 2);
 }
 
+Test(config, copy_spin_negative) { expect_bad_env_hint("OPENREG_COPY_SPIN_US", "-1", "1000000"); }
+Test(config, copy_spin_too_long) { expect_bad_env_hint("OPENREG_COPY_SPIN_US", "1000001", "1000000"); }
+Test(config, copy_spin_word) { expect_bad_env_hint("OPENREG_COPY_SPIN_US", "abc", "1000000"); }
+Test(config, copy_spin_zero_accepted)
+{
+    set_env("OPENREG_COPY_SPIN_US", "0");
+    int count = 0;
+    CHECK_OR(orGetDeviceCount(&count));
+    cr_assert_eq(count, 2);
+}
+
 Test(config, failure_also_hits_first_call_of_other_kinds)
 {
     /* Initialization is lazy: whichever call comes first must report it. */

@@ -1,10 +1,11 @@
 /*
  * src/proxy.h - the rank's proxy thread: it serves other ranks' requests on
  * this rank's device memory (validate, get, put) and carries out this rank's
- * requests on theirs. After start-up it is the runtime's one thread that
- * calls MPI for the runtime, except that a synchronous copy of one round trip
- * is carried by the thread that issued it (or_proxy_call_here), which would
- * otherwise only wait: two hand-overs between threads less per copy.
+ * requests on theirs. After start-up it is the one thread of this library
+ * that calls MPI (OCCL's transport has threads of its own), except that a
+ * synchronous copy of one round trip is carried by the thread that issued it
+ * (or_proxy_call_here), which would otherwise only wait: two hand-overs
+ * between threads less per copy.
  *
  * MPI's blocking calls spin, and ranks outnumber cores, so the proxy only
  * uses non-blocking calls, and tests everything it waits for with one
@@ -119,9 +120,9 @@ bool or_proxy_here_ok(const or_proxy_req *req);
  * answer, with pauses in between, for OPENREG_COPY_SPIN_US (default 30 us,
  * about two round trips over TCP between hosts: the answer is due, and MPI's
  * own blocking calls spin); an answer later than that the proxy waits for,
- * while the caller sleeps until it is woken. Returns req's status; req->done and req->user are the module's.
- * For a thread that would only wait for the copy: two hand-overs between
- * threads less (docs/cluster.md). Ordered after this rank's earlier requests
+ * while the caller sleeps until it is woken. Returns req's status; req->done
+ * and req->user are this module's. For a thread that would only wait for the
+ * copy: two hand-overs between threads less (docs/cluster.md). Ordered after this rank's earlier requests
  * to the same owner only if the proxy has sent them, so the caller makes sure
  * none of its stream is outstanding. */
 orError_t or_proxy_call_here(or_proxy_req *req);

@@ -43,6 +43,10 @@ enum { OCCL_SCRATCH_A, OCCL_SCRATCH_B, OCCL_SCRATCH_SLOTS };
 #define OCCL_NET_SPLIT 4
 #define OCCL_NET_MAX_PIECES 64
 #define OCCL_NET_DEPTH 2
+/* A network transfer of at most this many bytes that opens its call with
+ * the peer goes as one message, the call's header followed by the bytes,
+ * where a longer one sends the header first. */
+#define OCCL_NET_INLINE ((size_t)4096)
 /* The planner's decisions kept per communicator (virtual time), and the
  * most algorithms a decision records times for (>= OCCL_NUM_ALGOS). */
 #define OCCL_PLAN_CACHE 32
@@ -244,6 +248,10 @@ struct occlComm {
     /* Sleeps of the low-latency path for a post or a free box, and of them
      * those ended by a ring, not by the periodic look (occl_comm_ll_sleeps). */
     _Atomic uint64_t ll_sleeps, ll_sleeps_woken;
+    /* Headers this rank sent over the network (transport.c), of them those
+     * with their bytes in the same message and those sent synchronously
+     * (occl_comm_net_headers). Written by running calls, under comm->lock. */
+    _Atomic uint64_t net_headers, net_headers_inline, net_headers_sync;
     char last_error[256];
     int probe_from; /* occlRecvAnySource looks at the peers after this one first */
     /* Fingerprints (fingerprint.c): on unless OCCL_CHECK_CALLS=0; the running
@@ -382,6 +390,12 @@ typedef struct occl_xfer {
     const occl_fp *fp;
     occl_fp_pair hdr; /* network: the header received or sent */
     bool with_hdr;
+    /* Network, a send opening its call with the peer: the header and bytes
+     * in one message (inline_msg, up to OCCL_NET_INLINE bytes), and sent
+     * eagerly when the call also receives from that peer (eager), whose
+     * header is checked on this side. */
+    bool eager;
+    void *inline_msg;
     /* With hold: the sender goes on as soon as the bytes are mapped, not at
      * release. For algorithms in which the sender cannot rewrite those bytes
      * before it hears from this receiver again (nvls_all_reduce). */
@@ -407,11 +421,20 @@ typedef struct occl_xfer {
 
 /* Wake a rank that may sleep on its control block's doorbell. */
 void occl_ring_bell(occl_ctrl *c);
-/* A wait that saw nothing move for `idle` looks in a row backs off: spin,
+/* A wait that saw nothing move for `looks` looks in a row backs off: spin,
  * yield, then sleep on this rank's doorbell (read as `bell` before the
- * look), for at most 50 us when network traffic must be polled. */
-void occl_idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline);
+ * look), for at most 50 us when network traffic must be polled. A wait
+ * with network traffic yields for OCCL_NET_YIELD_US before it sleeps.
+ * A look that finds progress sets looks to 0. */
+typedef struct occl_idle {
+    unsigned looks;
+    uint64_t since; /* when the wait began to yield */
+} occl_idle;
+void occl_idle_wait(occlComm_t comm, occl_idle *w, uint32_t bell, bool network, uint64_t deadline);
+/* Whether the wait's next back-off is a sleep. */
+bool occl_idle_sleeping(const occl_idle *w, bool network);
 enum { OCCL_IDLE_SPIN = 64, OCCL_IDLE_SLEEP = 80 };
+#define OCCL_NET_YIELD_US 200
 /* Progress a set of transfers until all are done or the deadline passes. */
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
 /* Let the sender of a held receive go on (its bytes are no longer read). */
@@ -686,6 +709,10 @@ uint64_t occl_comm_ll_sleeps(occlComm_t comm, uint64_t *woken);
 /* Tasks the communicator's thread has run, whole or taken over from the
  * calling thread (enqueue.c); the same kind of query. */
 uint64_t occl_comm_runner_calls(occlComm_t comm);
+/* Headers of calls sent over the network (transport.c), and of them those
+ * that carried the call's bytes and those sent synchronously; the same
+ * kind of query. */
+uint64_t occl_comm_net_headers(occlComm_t comm, uint64_t *with_bytes, uint64_t *synchronous);
 static inline void occl_staged(occlComm_t comm, size_t bytes)
 {
     /* Written by running calls, which hold comm->lock: no locked add (a

@@ -272,7 +272,7 @@ static occlResult_t await_window(occlComm_t comm, int peer, uint64_t index, or_m
     occl_ctrl *pc = comm->peers[peer].ctrl;
     rma_area *a = area_of(pc, comm->nranks);
     uint64_t deadline = occl_deadline();
-    for (unsigned idle = 0;;) {
+    for (occl_idle idle = {0};;) {
         uint32_t bell = atomic_load(&comm->ctrl->doorbell);
         /* Read before the look: a window registered after it is found next time. */
         uint64_t registered = atomic_load_explicit(&a->registered, memory_order_acquire);
@@ -285,8 +285,8 @@ static occlResult_t await_window(occlComm_t comm, int peer, uint64_t index, or_m
                              peer, (unsigned long long)index);
         if (atomic_load(&comm->async_error) != occlSuccess)
             return occl_fail(occlInvalidUsage, "PutSignal: the communicator was aborted or revoked");
-        occl_idle_wait(comm, ++idle, bell, true, deadline); /* nobody rings for a registration */
-        if ((idle & 15) == 0 && or_now_ns() > deadline)
+        occl_idle_wait(comm, &idle, bell, true, deadline); /* nobody rings for a registration */
+        if ((idle.looks & 15) == 0 && or_now_ns() > deadline)
             return occl_fail(occlTimeout, "rank %d: PutSignal: rank %d did not register its window "
                                           "#%llu within OCCL_TIMEOUT_MS", comm->rank, peer,
                              (unsigned long long)index);
@@ -422,7 +422,7 @@ static occlResult_t wait_signals(occlComm_t comm, struct occl_rma_state *st, con
         const occlWaitSignalDesc_t *w = &c->rma.descs[d];
         size_t k = signal_at(comm, w->ctx, w->peer, w->sigIdx);
         bool network = !same_node(comm, w->peer);
-        for (unsigned idle = 0;;) {
+        for (occl_idle idle = {0};;) {
             uint32_t bell = atomic_load(&comm->ctrl->doorbell); /* before the look */
             uint64_t have = atomic_load_explicit(&mine->signals[k], memory_order_acquire) - st->consumed[k];
             if (have >= (uint64_t)w->opCnt) {
@@ -438,13 +438,13 @@ static occlResult_t wait_signals(occlComm_t comm, struct occl_rma_state *st, con
             if (st->nsends)
                 sends_progress(st);
             if (moved) {
-                idle = 0;
+                idle.looks = 0;
                 continue;
             }
             if (atomic_load(&comm->async_error) != occlSuccess)
                 return occl_fail(occlInvalidUsage, "WaitSignal: the communicator was aborted or revoked");
-            occl_idle_wait(comm, ++idle, bell, network, deadline);
-            if ((idle & 15) == 0 && or_now_ns() > deadline)
+            occl_idle_wait(comm, &idle, bell, network, deadline);
+            if ((idle.looks & 15) == 0 && or_now_ns() > deadline)
                 return occl_fail(occlTimeout, "rank %d: WaitSignal: %llu of %d signals from rank %d "
                                               "(sigIdx %d, ctx %d) came within OCCL_TIMEOUT_MS",
                                  comm->rank, (unsigned long long)have, w->opCnt, w->peer, w->sigIdx,

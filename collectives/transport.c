@@ -9,7 +9,8 @@
  * intermediate buffer, and the sender's buffer is never reused early.
  * Other nodes: MPI_Isend / MPI_Irecv in pieces (a quarter of the transfer,
  * at least 1 MiB), point-to-point calls' in an MPI communicator of their
- * own. A receive that reduces keeps OCCL_NET_DEPTH pieces posted into the
+ * own; a transfer of up to OCCL_NET_INLINE bytes that opens its call with
+ * the peer goes in one message with the call's header. A receive that reduces keeps OCCL_NET_DEPTH pieces posted into the
  * communicator's staging memory and reduces each as it lands, so the network
  * fills the next piece while the current one is reduced.
  * A receive from any source (occlRecvAnySource) first looks for the peer
@@ -110,6 +111,64 @@ enum { NO_MOVE, MOVED, FINISHED };
 
 static occlResult_t post_net(occlComm_t comm, occl_xfer *x);
 
+/* Counters of running calls, which hold comm->lock: no locked add. */
+static void count_header(_Atomic uint64_t *counter)
+{
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+uint64_t occl_comm_net_headers(occlComm_t comm, uint64_t *with_bytes, uint64_t *synchronous)
+{
+    if (with_bytes)
+        *with_bytes = atomic_load(&comm->net_headers_inline);
+    if (synchronous)
+        *synchronous = atomic_load(&comm->net_headers_sync);
+    return atomic_load(&comm->net_headers);
+}
+
+static void deliver_at(occl_xfer *x, size_t off, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    unsigned char *dst = (unsigned char *)x->buf + off;
+    if (x->reduce) {
+        size_t n = bytes / occl_type_size(x->type);
+        const unsigned char *with = x->with ? (const unsigned char *)x->with + off : dst;
+        occl_reduce2(dst, with, src, n, x->type, x->op);
+    } else if (dst != src) {
+        memcpy(dst, src, bytes);
+    }
+}
+
+/* The header and the bytes in one message: a small call costs one message
+ * per peer and direction, not two. */
+static occlResult_t send_inline(occlComm_t comm, occl_xfer *x)
+{
+    occl_peer *p = &comm->peers[x->peer];
+    size_t len = sizeof x->hdr + x->bytes;
+    unsigned char *msg = malloc(len);
+    if (!msg)
+        return occl_fail(occlSystemError, "out of memory");
+    memcpy(msg, &x->hdr, sizeof x->hdr);
+    if (x->bytes)
+        memcpy(msg + sizeof x->hdr, x->buf, x->bytes);
+    int tag = tag_of(comm, comm->rank, x->peer);
+    int rc = x->eager ? MPI_Isend(msg, (int)len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[0])
+                      : MPI_Issend(msg, (int)len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[0]);
+    if (rc != MPI_SUCCESS) {
+        free(msg);
+        return occl_fail(occlRemoteError, "MPI_%s to rank %d failed", x->eager ? "Isend" : "Issend",
+                         x->peer);
+    }
+    count_header(&comm->net_headers_inline);
+    x->inline_msg = msg;
+    x->nreq = 1;
+    x->next_post = x->npieces = 1;
+    x->state = XFER_WAIT;
+    return occlSuccess;
+}
+
 static occlResult_t start(occlComm_t comm, occl_xfer *x)
 {
     occl_peer *p = &comm->peers[x->peer];
@@ -148,8 +207,9 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
     x->with_hdr = false;
     if (comm->check_calls && x->kind == OCCL_XFER_SEND)
         p->last_sent = *x->fp; /* for a peer that says it waits for this transfer */
-    /* A call's first message each way is its header (a Send's, every time);
-     * the receiver posts no byte before the header has matched its own. */
+    /* A call's first message each way is its header (a Send's, every time),
+     * with the bytes when they are few (send_inline); the receiver posts no
+     * byte before the header has matched its own. */
     if (comm->check_calls &&
         (!x->fp->seq || (x->kind == OCCL_XFER_SEND ? p->hdr_sent : p->hdr_received) != x->fp->seq)) {
         if (x->kind == OCCL_XFER_RECV) {
@@ -159,13 +219,25 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
         /* Synchronous: the transfer ends only once the peer's receive has
          * taken the header, so a Send across nodes waits for its Recv as one
          * within a node does, and a call that met another is never left
-         * looking finished on this side alone. */
+         * looking finished on this side alone. Unless the call receives
+         * from the peer too (eager): that receive's header check stands for
+         * it. */
         x->hdr = occl_fp_carried(comm, x->fp);
-        if (MPI_Issend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag_of(comm, comm->rank, x->peer),
-                      net_comm(comm, x), &x->req[x->npieces]) != MPI_SUCCESS)
-            return occl_fail(occlRemoteError, "MPI_Issend to rank %d failed", x->peer);
-        x->with_hdr = true;
         p->hdr_sent = x->fp->seq;
+        count_header(&comm->net_headers);
+        if (!x->eager)
+            count_header(&comm->net_headers_sync);
+        if (x->bytes <= OCCL_NET_INLINE)
+            return send_inline(comm, x);
+        int tag = tag_of(comm, comm->rank, x->peer);
+        int rc = x->eager ? MPI_Isend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag, net_comm(comm, x),
+                                      &x->req[x->npieces])
+                          : MPI_Issend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag, net_comm(comm, x),
+                                       &x->req[x->npieces]);
+        if (rc != MPI_SUCCESS)
+            return occl_fail(occlRemoteError, "MPI_%s to rank %d failed", x->eager ? "Isend" : "Issend",
+                             x->peer);
+        x->with_hdr = true;
     }
     return post_net(comm, x);
 }
@@ -247,18 +319,21 @@ static int progress_header(occlComm_t comm, occl_xfer *x, occlResult_t *err)
     if (!flag)
         return NO_MOVE;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
-    if (bytes != (int)sizeof x->hdr) {
-        /* Every call's first message to a peer is a header (OCCL_CHECK_CALLS
-         * is alike on every rank), so this is what a failed call of an
-         * earlier communicator with these tags left behind: dropped. */
+    if (bytes < (int)sizeof x->hdr || (size_t)bytes > sizeof x->hdr + OCCL_NET_INLINE) {
+        /* Every call's first message to a peer is a header, alone or with
+         * its bytes (OCCL_CHECK_CALLS is alike on every rank), so this is
+         * what a failed call of an earlier communicator with these tags left
+         * behind: dropped. */
         discard(&msg, bytes);
         OCCL_INFO("rank %d: dropped %d stale bytes from rank %d", comm->rank, bytes, x->peer);
         return MOVED;
     }
-    if (MPI_Mrecv(&x->hdr, sizeof x->hdr, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    _Alignas(64) unsigned char in[sizeof x->hdr + OCCL_NET_INLINE];
+    if (MPI_Mrecv(in, bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         *err = occl_fail(occlRemoteError, "MPI transfer with rank %d failed", x->peer);
         return NO_MOVE;
     }
+    memcpy(&x->hdr, in, sizeof x->hdr);
     if (x->hdr.cur.comm_id != comm->id) { /* likewise, a header */
         OCCL_INFO("rank %d: dropped a stale header from rank %d", comm->rank, x->peer);
         return MOVED;
@@ -267,24 +342,23 @@ static int progress_header(occlComm_t comm, occl_xfer *x, occlResult_t *err)
         *err = occl_fp_mismatch(comm, x->peer, &x->hdr.cur, &x->hdr.prev, x->fp);
         return NO_MOVE;
     }
+    /* Matched calls agree on the bytes, so on whether they came with the
+     * header (send_inline). */
+    size_t with = (size_t)bytes - sizeof x->hdr, expect = x->bytes <= OCCL_NET_INLINE ? x->bytes : 0;
+    if (with != expect) {
+        *err = occl_fail(occlInvalidUsage, "rank %d sent %zu bytes with its header where rank %d "
+                                           "expects %zu: mismatched calls", x->peer, with, comm->rank, expect);
+        return NO_MOVE;
+    }
     if (x->fp->seq)
         p->hdr_received = x->fp->seq;
-    *err = post_net(comm, x);
-    return MOVED;
-}
-
-static void deliver_at(occl_xfer *x, size_t off, const void *src, size_t bytes)
-{
-    if (!bytes)
-        return;
-    unsigned char *dst = (unsigned char *)x->buf + off;
-    if (x->reduce) {
-        size_t n = bytes / occl_type_size(x->type);
-        const unsigned char *with = x->with ? (const unsigned char *)x->with + off : dst;
-        occl_reduce2(dst, with, src, n, x->type, x->op);
-    } else if (dst != src) {
-        memcpy(dst, src, bytes);
+    if (x->bytes > OCCL_NET_INLINE) {
+        *err = post_net(comm, x);
+        return MOVED;
     }
+    deliver_at(x, 0, in + sizeof x->hdr, x->bytes);
+    x->state = XFER_DONE;
+    return FINISHED;
 }
 
 /* Post an intra-node send once the pair's mailbox is free. */
@@ -330,6 +404,8 @@ static int progress_net(occlComm_t comm, occl_xfer *x, occlResult_t *err)
         }
         if (!done)
             return NO_MOVE;
+        free(x->inline_msg);
+        x->inline_msg = NULL;
         x->nreq = 0;
         x->state = XFER_DONE;
         return FINISHED;
@@ -417,6 +493,16 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x)
 
 static void cancel(occlComm_t comm, occl_xfer *x)
 {
+    if (x->inline_msg) {
+        /* MPI may read a message it was not done with even after the
+         * request is freed: then its few bytes are left to it, not freed. */
+        int sent = 0;
+        if (MPI_Test(&x->req[0], &sent, MPI_STATUS_IGNORE) == MPI_SUCCESS && sent) {
+            free(x->inline_msg);
+            x->nreq = 0;
+        }
+        x->inline_msg = NULL;
+    }
     if (x->nreq) {
         /* Outstanding: a staged receive's pieces not yet reduced, or every
          * piece posted of another transfer. */
@@ -436,23 +522,54 @@ static void cancel(occlComm_t comm, occl_xfer *x)
     x->staging = NULL;
 }
 
-/* Nothing moved for `idle` looks in a row. Peers may share our core: spin
- * briefly, yield a little, then sleep until a peer rings the bell read
- * before the last look (network traffic is polled every 50 us; with
- * fingerprints on, a wait looks at its peers' calls every 10 ms, every
- * millisecond in a communicator spanning nodes). */
+/* Nothing moved for w->looks looks in a row. Peers may share our core:
+ * spin briefly, yield, then sleep until a peer rings the bell read before
+ * the last look (network traffic is polled every 50 us; with fingerprints
+ * on, a wait looks at its peers' calls every 10 ms, every millisecond in a
+ * communicator spanning nodes). A wait within the node yields a few looks:
+ * its peers ring when they move. A wait for the network yields for
+ * OCCL_NET_YIELD_US: nobody rings for a message, a peer on another host
+ * answers within tens of microseconds once it has a core, and a nap that
+ * ends 50 us later than the answer would make a small call's time the
+ * nap's. */
 enum { IDLE_SPIN = OCCL_IDLE_SPIN, IDLE_SLEEP = OCCL_IDLE_SLEEP };
-void occl_idle_wait(occlComm_t comm, unsigned idle, uint32_t bell, bool network, uint64_t deadline)
+bool occl_idle_sleeping(const occl_idle *w, bool network)
 {
-    if (idle < IDLE_SPIN) {
+    return w->looks >= IDLE_SLEEP && (!network || or_now_ns() - w->since >= OCCL_NET_YIELD_US * 1000ull);
+}
+
+void occl_idle_wait(occlComm_t comm, occl_idle *w, uint32_t bell, bool network, uint64_t deadline)
+{
+    if (++w->looks < IDLE_SPIN) {
         or_cpu_relax();
-    } else if (idle < IDLE_SLEEP) {
+        return;
+    }
+    if (w->looks == IDLE_SPIN)
+        w->since = or_now_ns();
+    if (!occl_idle_sleeping(w, network)) {
         sched_yield();
-    } else {
-        uint64_t now = or_now_ns();
-        uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
-        uint64_t cap = !comm->check_calls ? 100000000u : comm->network ? 1000000u : 10000000u;
-        sleep_on_bell(comm->ctrl, bell, nap < cap ? nap : cap);
+        return;
+    }
+    uint64_t now = or_now_ns();
+    uint64_t nap = network ? 50000 : (deadline > now ? deadline - now : 0);
+    uint64_t cap = !comm->check_calls ? 100000000u : comm->network ? 1000000u : 10000000u;
+    sleep_on_bell(comm->ctrl, bell, nap < cap ? nap : cap);
+}
+
+/* A collective's network send may go without waiting for the peer to take
+ * its header when the same set also receives from that peer: the check of
+ * the peer's header on this side ends the call with an error if the calls
+ * differ, as a synchronous send would (see start). */
+static void mark_eager(occlComm_t comm, occl_xfer *x, int n)
+{
+    for (int i = 0; i < n; i++) {
+        x[i].eager = false;
+        if (!comm->check_calls || x[i].kind != OCCL_XFER_SEND || x[i].p2p || !x[i].fp->seq ||
+            x[i].state != XFER_START || same_node(comm, x[i].peer))
+            continue;
+        for (int j = 0; j < n && !x[i].eager; j++)
+            x[i].eager = x[j].kind == OCCL_XFER_RECV && x[j].peer == x[i].peer && !x[j].resume &&
+                         x[j].fp->seq == x[i].fp->seq;
     }
 }
 
@@ -489,11 +606,12 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
                 break;
             }
     }
+    mark_eager(comm, x, n);
     for (int i = 0; i < n && err == occlSuccess; i++)
         if (x[i].state == XFER_START)
             err = start(comm, &x[i]);
     uint64_t deadline = occl_deadline(), idle_since = 0;
-    unsigned idle = 0;
+    occl_idle idle = {0};
     for (int left = n; err == occlSuccess && left > 0;) {
         bool moved = false;
         /* Read the bell before looking, so a ring after the look wakes us. */
@@ -515,8 +633,11 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
                     continue;
                 }
             }
-            if (x[i].state == XFER_HEADER)
-                moved |= progress_header(comm, &x[i], &err) != NO_MOVE;
+            if (x[i].state == XFER_HEADER) {
+                int m = progress_header(comm, &x[i], &err);
+                moved |= m != NO_MOVE;
+                left -= m == FINISHED;
+            }
             if (x[i].state == XFER_WAIT) {
                 int m = progress(comm, &x[i], &err);
                 moved |= m != NO_MOVE;
@@ -530,17 +651,17 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
             break;
         }
         if (moved) {
-            idle = 0;
+            idle.looks = 0;
             continue;
         }
         bool network = false;
         for (int i = 0; i < n; i++)
             network |= (x[i].state == XFER_WAIT && x[i].nreq > 0) || x[i].state == XFER_HEADER;
-        if (idle == 0)
+        if (idle.looks == 0)
             idle_since = or_now_ns();
         /* Waiting long enough to sleep: a peer may have found this call
          * mismatched, or be in another call and waiting for us too. */
-        if (comm->check_calls && idle >= IDLE_SLEEP) {
+        if (comm->check_calls && occl_idle_sleeping(&idle, network)) {
             err = occl_notice_check(comm, p2p, true);
             uint64_t waited = or_now_ns() - idle_since;
             for (int i = 0; i < n && err == occlSuccess; i++)
@@ -549,8 +670,8 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
             if (err != occlSuccess)
                 break;
         }
-        occl_idle_wait(comm, ++idle, bell, network, deadline);
-        if ((idle & 15) == 0 && or_now_ns() > deadline)
+        occl_idle_wait(comm, &idle, bell, network, deadline);
+        if ((idle.looks & 15) == 0 && or_now_ns() > deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
                                          "OCCL_TIMEOUT_MS", comm->rank);
     }
@@ -585,7 +706,7 @@ occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
         network |= j != comm->rank && !same_node(comm, j);
     uint64_t deadline = occl_deadline();
     occlResult_t err = occlSuccess;
-    for (unsigned idle = 1;; idle++) {
+    for (occl_idle idle = {0};;) {
         uint32_t bell = atomic_load(&comm->ctrl->doorbell);
         /* Round robin from the peer after the last one found: a rank that
          * sends all the time cannot starve the others. */
@@ -601,11 +722,11 @@ occlResult_t occl_xfer_probe(occlComm_t comm, int *peer)
             return err;
         if (atomic_load(&comm->async_error) != occlSuccess)
             return occl_fail(occlInvalidUsage, "the communicator was aborted");
-        if (comm->check_calls && idle >= IDLE_SLEEP &&
+        if (comm->check_calls && occl_idle_sleeping(&idle, network) &&
             (err = occl_notice_check(comm, true, true)) != occlSuccess)
             return err;
-        occl_idle_wait(comm, idle, bell, network, deadline);
-        if ((idle & 15) == 0 && or_now_ns() > deadline)
+        occl_idle_wait(comm, &idle, bell, network, deadline);
+        if ((idle.looks & 15) == 0 && or_now_ns() > deadline)
             return occl_fail(occlTimeout, "rank %d: RecvAnySource: no rank sent to it within "
                                           "OCCL_TIMEOUT_MS", comm->rank);
     }

@@ -14,7 +14,10 @@
  *  3. The same two calls in swapped order: rank 0 all-reduces then
  *     broadcasts, the others broadcast then all-reduce.
  *  4. A Send of float32 met by a Recv of int32 of the same bytes.
- *  5. A call that matches still runs, with the right result, after all of
+ *  5. AllReduce, AlltoAll and Send/Recv with counts 64 and 4096 floats:
+ *     between nodes the smaller goes with its call's header, the larger
+ *     after it.
+ *  6. A call that matches still runs, with the right result, after all of
  *     the failed communicators were aborted.
  * Each case then runs one matching all-reduce on every rank. On every rank,
  * within a few seconds: the stream reports the failure or (a rank whose
@@ -119,7 +122,12 @@ static void expect_mismatch(const orClusterInfo *ci, const call *a, const call *
     occlComm_t comm = occltest_comm_world(ci);
     orStream_t s;
     CHECK_OR(orStreamCreate(&s));
-    size_t bytes = 64 * 4 * (size_t)ci->nranks * 2;
+    size_t most = 64;
+    for (int k = 0; k < ncalls; k++) {
+        most = a[k].count > most ? a[k].count : most;
+        most = b[k].count > most ? b[k].count : most;
+    }
+    size_t bytes = most * 4 * (size_t)ci->nranks * 2;
     void *send, *recv;
     CHECK_OR(orMalloc(&send, bytes));
     CHECK_OR(orMalloc(&recv, bytes));
@@ -227,7 +235,20 @@ int main(int argc, char **argv)
         expect_mismatch(&ci, &a, &b, 1, "Send float32 against Recv int32");
     }
 
-    /* 5. Matching calls still work afterwards. */
+    /* 5. Counts on either side of the size whose bytes go with the call's
+     * header between nodes (one side sends the header alone). */
+    for (int i = 0; i < NCALLS; i++) {
+        if (i != ALLREDUCE && i != ALLTOALL && i != P2P)
+            continue;
+        call a = basic(i), b = basic(i);
+        b.count = 4096;
+        snprintf(what, sizeof what, "%s count 64 against 4096", names[i]);
+        expect_mismatch(&ci, &a, &b, 1, what);
+        snprintf(what, sizeof what, "%s count 4096 against 64", names[i]);
+        expect_mismatch(&ci, &b, &a, 1, what);
+    }
+
+    /* 6. Matching calls still work afterwards. */
     occlComm_t comm = occltest_comm_world(&ci);
     float *buf;
     CHECK_OR(orMalloc((void **)&buf, 256 * sizeof *buf));

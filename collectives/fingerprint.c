@@ -382,6 +382,18 @@ static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t x
  * Two collectives are compared by sequence number alone: a pipelined
  * algorithm may leave a peer a step behind while this rank is a call
  * ahead, which is no mismatch. */
+/* What a waiting rank reads of its peer (its current call, its mailbox,
+ * its notices) is newer than the rank's last look at its own transfer with
+ * that peer: the peer may have moved that transfer and left the call in
+ * between. Only if the transfer still cannot move is the peer elsewhere. */
+static occlResult_t found_waiting(occlComm_t comm, const occl_xfer *x, const occl_fp *theirs,
+                                  const occl_fp *theirs_prev, const occl_fp *mine)
+{
+    if (occl_xfer_moved(comm, x))
+        return occlSuccess; /* the next look takes it */
+    return occl_fp_mismatch(comm, x->peer, theirs, theirs_prev, mine);
+}
+
 occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t waited_ns)
 {
     int j = x->peer;
@@ -393,7 +405,7 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
     if (p->ctrl) {
         if (mine->seq && read_current(p->ctrl, &theirs) && theirs.seq == mine->seq &&
             !occl_fp_match(mine, &theirs))
-            return occl_fp_mismatch(comm, j, &theirs, NULL, mine);
+            return found_waiting(comm, x, &theirs, NULL, mine);
         occl_slot *in = &p->ctrl->slots[comm->rank]; /* j's mailbox for this rank */
         if (atomic_load_explicit(&in->seq, memory_order_acquire) == p->received + 1 &&
             x->kind == OCCL_XFER_SEND) {
@@ -403,7 +415,7 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
             const occl_slot *taken = &p->ctrl->slots[comm->nranks + comm->rank];
             if ((!mine->seq || !posted.cur.seq) &&
                 atomic_load_explicit(&taken->seq, memory_order_acquire) < x->seq)
-                return occl_fp_mismatch(comm, j, &posted.cur, &posted.prev, mine);
+                return found_waiting(comm, x, &posted.cur, &posted.prev, mine);
         }
         occl_slot *w = &p->ctrl->slots[comm->nranks + comm->rank]; /* j's slot for this rank */
         uint64_t blocked = atomic_load_explicit(&w->wait_seq, memory_order_acquire);
@@ -411,7 +423,7 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
             theirs = w->fp.cur;
             atomic_thread_fence(memory_order_acquire);
             if (atomic_load_explicit(&w->wait_seq, memory_order_relaxed) == blocked)
-                return occl_fp_mismatch(comm, j, &theirs, NULL, mine);
+                return found_waiting(comm, x, &theirs, NULL, mine);
         }
         return occlSuccess;
     }
@@ -419,22 +431,22 @@ occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t wa
         return occlSuccess;
     struct occl_peer_wait *w = &comm->waits[j];
     if (mine->seq && w->heard.seq == mine->seq && !occl_fp_match(mine, &w->heard))
-        return occl_fp_mismatch(comm, j, &w->heard, NULL, mine);
+        return found_waiting(comm, x, &w->heard, NULL, mine);
     /* j's Recv waits for a transfer this rank has not started, or for the
      * last one it started, which is of another call (over the network a
      * collective's and a Send's messages travel apart and never meet). */
     bool p2p_recv = w->heard_xfer && !w->heard_recv.seq;
     if (w->heard_xfer > p->sent && (p2p_recv || !mine->seq))
-        return occl_fp_mismatch(comm, j, &w->heard_recv, NULL, mine);
+        return found_waiting(comm, x, &w->heard_recv, NULL, mine);
     if (w->heard_xfer && w->heard_xfer == p->sent && (p2p_recv || !p->last_sent.seq) &&
         !occl_fp_match(&w->heard_recv, &p->last_sent))
-        return occl_fp_mismatch(comm, j, &w->heard_recv, NULL, &p->last_sent);
+        return found_waiting(comm, x, &w->heard_recv, NULL, &p->last_sent);
     /* j waits in a send of the transfer this rank would take next, and no
      * receive of this rank's call waits for it (it would have taken it, or
      * compared it): as within a node. */
     if (w->heard_send_xfer && w->heard_send_xfer == p->received + 1 &&
         (!mine->seq || !w->heard_send.seq))
-        return occl_fp_mismatch(comm, j, &w->heard_send, NULL, mine);
+        return found_waiting(comm, x, &w->heard_send, NULL, mine);
     if (waited_ns >= WAIT_TELL_NS)
         tell_waiting(comm, j, mine, x->seq, x->kind == OCCL_XFER_SEND);
     return occlSuccess;

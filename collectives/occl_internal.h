@@ -473,6 +473,9 @@ static inline int occl_ctl_tag(occlComm_t comm, int rank) { return comm->tag_slo
  * peer is told which call this rank waits in, once per call. */
 struct occl_xfer;
 occlResult_t occl_fp_check_wait(occlComm_t comm, const struct occl_xfer *x, uint64_t waited_ns);
+/* Whether transfer x would move at its next look: its peer has acted on it
+ * since the last one (transport.c). */
+bool occl_xfer_moved(occlComm_t comm, const struct occl_xfer *x);
 /* Forget notices still in flight (when the communicator is freed). */
 void occl_notice_release(occlComm_t comm);
 

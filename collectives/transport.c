@@ -683,6 +683,40 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
     return err;
 }
 
+bool occl_xfer_moved(occlComm_t comm, const occl_xfer *x)
+{
+    occl_peer *p = &comm->peers[x->peer];
+    if (x->state == XFER_DONE)
+        return true;
+    if (x->state == XFER_QUEUED) /* moves after the receive before it */
+        return false;
+    if (same_node(comm, x->peer)) {
+        if (x->kind == OCCL_XFER_RECV)
+            return atomic_load_explicit(&out_slot(p->ctrl, comm->rank)->seq, memory_order_acquire) >= x->seq;
+        uint64_t acked = atomic_load_explicit(&ack_slot(p->ctrl, comm->nranks, comm->rank)->seq,
+                                              memory_order_acquire);
+        return acked >= (x->state == XFER_START ? x->seq - 1 : x->seq); /* its mailbox free, or taken */
+    }
+    if (x->state == XFER_HEADER) {
+        int flag = 0;
+        MPI_Iprobe(p->world_rank, tag_of(comm, x->peer, comm->rank), net_comm(comm, x), &flag,
+                   MPI_STATUS_IGNORE);
+        return flag != 0;
+    }
+    /* A staged receive moves with its next piece; another transfer once
+     * all its requests are complete (progress_net). */
+    int first = x->staging ? x->next_done : 0;
+    int last = x->staging ? x->next_done + 1 : x->npieces + x->with_hdr;
+    for (int k = first; k < last; k++) {
+        MPI_Request req = x->req[x->staging ? k % OCCL_NET_DEPTH : k];
+        int flag = 0;
+        if (req != MPI_REQUEST_NULL &&
+            (MPI_Request_get_status(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag))
+            return false;
+    }
+    return true;
+}
+
 /* Whether peer j's next transfer to this rank is a posted point-to-point send. */
 static bool p2p_arrived(occlComm_t comm, int j, occlResult_t *err)
 {

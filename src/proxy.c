@@ -85,6 +85,9 @@ static struct {
     or_notifier wake;
     _Atomic uint32_t next_id; /* the proxy's requests and the callers' own (or_proxy_call_here) */
     or_proxy_req *active;
+    /* Requests in px.active whose payload is longer than OR_PROXY_EAGER_PUT:
+     * MPI moves such a payload only while it is polled (progress). */
+    int bulk;
     /* The request receives, posted while running. */
     unsigned char *incoming[N_INCOMING]; /* INCOMING_BYTES each */
     MPI_Request incoming_req[N_INCOMING];
@@ -662,6 +665,7 @@ static int test_all(void)
 static int progress(void)
 {
     int progressed = test_all();
+    px.bulk = 0;
     for (or_proxy_req **pp = &px.active; *pp;) {
         or_proxy_req *r = *pp;
         cancel_refused_get(r);
@@ -671,6 +675,7 @@ static int progress(void)
         else if (!in_flight(r) && (r->serving || r->wire[W_MODE] != MODE_POSTED || r->acked))
             finished = r->serving ? advance_serving(r) : advance_local(r);
         if (!finished) {
+            px.bulk += r->length > OR_PROXY_EAGER_PUT;
             pp = &r->next;
             continue;
         }
@@ -717,7 +722,10 @@ static void sleep_on_wake(uint32_t seen, uint64_t ns)
  * request, comes within microseconds), then ever sparser. */
 static void back_off(uint64_t idle_ns, uint32_t seen, bool stopping)
 {
-    if (idle_ns < OR_PROXY_HOT_US * 1000ull) {
+    /* A large payload in flight moves only as fast as MPI is polled (over
+     * TCP each poll takes what the socket holds): no naps while it may be
+     * moving, up to OR_PROXY_BULK_HOT_US (a stopped peer's is not). */
+    if (idle_ns < (px.bulk ? OR_PROXY_BULK_HOT_US : OR_PROXY_HOT_US) * 1000ull) {
         sched_yield(); /* let whatever we wait for run on this core */
         return;
     }

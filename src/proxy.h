@@ -51,6 +51,7 @@
 
 /* Back-off ladder of the proxy between polls that find nothing to do. */
 #define OR_PROXY_HOT_US 200      /* after progress: yield the core between polls */
+#define OR_PROXY_BULK_HOT_US 50000 /* the same with a payload over OR_PROXY_EAGER_PUT in flight */
 #define OR_PROXY_MAX_WAIT_US 50  /* then sleep at most this while waiting on a peer */
 #define OR_PROXY_MAX_SLEEP_US 200 /* or this when idle */
 

@@ -10,9 +10,10 @@
  * Other nodes: MPI_Isend / MPI_Irecv in pieces (a quarter of the transfer,
  * at least 1 MiB), point-to-point calls' in an MPI communicator of their
  * own; a transfer of up to OCCL_NET_INLINE bytes that opens its call with
- * the peer goes in one message with the call's header. A receive that reduces keeps OCCL_NET_DEPTH pieces posted into the
- * communicator's staging memory and reduces each as it lands, so the network
- * fills the next piece while the current one is reduced.
+ * the peer goes in one message with the call's header. A receive that
+ * reduces keeps OCCL_NET_DEPTH pieces posted into the communicator's staging
+ * memory and reduces each as it lands, so the network fills the next piece
+ * while the current one is reduced.
  * A receive from any source (occlRecvAnySource) first looks for the peer
  * whose next transfer to this rank is a point-to-point send, in the mailboxes
  * and with MPI_Iprobe, then receives from it as from a named peer.
@@ -683,6 +684,9 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
     return err;
 }
 
+/* What x's next look would find moved: within the node its peer's post or
+ * acknowledgement, across nodes a message or its requests' completion,
+ * seen without taking them (occl_fp_check_wait looks once more so). */
 bool occl_xfer_moved(occlComm_t comm, const occl_xfer *x)
 {
     occl_peer *p = &comm->peers[x->peer];

@@ -365,6 +365,18 @@ static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t x
                comm->job.ctl_comm, &w->req);
 }
 
+/* What a waiting rank reads of its peer (its current call, its mailbox,
+ * its notices) is newer than the rank's last look at its own transfer with
+ * that peer: the peer may have moved that transfer and left the call in
+ * between. Only if the transfer still cannot move is the peer elsewhere. */
+static occlResult_t found_waiting(occlComm_t comm, const occl_xfer *x, const occl_fp *theirs,
+                                  const occl_fp *theirs_prev, const occl_fp *mine)
+{
+    if (occl_xfer_moved(comm, x))
+        return occlSuccess; /* the next look takes it */
+    return occl_fp_mismatch(comm, x->peer, theirs, theirs_prev, mine);
+}
+
 /* Ways a wait for peer j can never end:
  * - j is in the same collective (by sequence number) under another
  *   fingerprint: both may be waiting to receive (a Gather's root against a
@@ -382,18 +394,6 @@ static void tell_waiting(occlComm_t comm, int j, const occl_fp *mine, uint64_t x
  * Two collectives are compared by sequence number alone: a pipelined
  * algorithm may leave a peer a step behind while this rank is a call
  * ahead, which is no mismatch. */
-/* What a waiting rank reads of its peer (its current call, its mailbox,
- * its notices) is newer than the rank's last look at its own transfer with
- * that peer: the peer may have moved that transfer and left the call in
- * between. Only if the transfer still cannot move is the peer elsewhere. */
-static occlResult_t found_waiting(occlComm_t comm, const occl_xfer *x, const occl_fp *theirs,
-                                  const occl_fp *theirs_prev, const occl_fp *mine)
-{
-    if (occl_xfer_moved(comm, x))
-        return occlSuccess; /* the next look takes it */
-    return occl_fp_mismatch(comm, x->peer, theirs, theirs_prev, mine);
-}
-
 occlResult_t occl_fp_check_wait(occlComm_t comm, const occl_xfer *x, uint64_t waited_ns)
 {
     int j = x->peer;

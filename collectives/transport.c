@@ -607,7 +607,8 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
                 break;
             }
     }
-    mark_eager(comm, x, n);
+    if (err == occlSuccess) /* else the loop above has not set every fp */
+        mark_eager(comm, x, n);
     for (int i = 0; i < n && err == occlSuccess; i++)
         if (x[i].state == XFER_START)
             err = start(comm, &x[i]);

@@ -495,14 +495,17 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x)
 static void cancel(occlComm_t comm, occl_xfer *x)
 {
     if (x->inline_msg) {
-        /* MPI may read a message it was not done with even after the
-         * request is freed: then its few bytes are left to it, not freed. */
+        /* A message this small left in MPI's eager buffers when MPI_Isend
+         * returned; only a synchronous send's acknowledgement may be
+         * outstanding, which the cancelled request no longer waits for. */
         int sent = 0;
-        if (MPI_Test(&x->req[0], &sent, MPI_STATUS_IGNORE) == MPI_SUCCESS && sent) {
-            free(x->inline_msg);
-            x->nreq = 0;
+        if (MPI_Test(&x->req[0], &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS || !sent) {
+            MPI_Cancel(&x->req[0]);
+            MPI_Request_free(&x->req[0]);
         }
+        free(x->inline_msg);
         x->inline_msg = NULL;
+        x->nreq = 0;
     }
     if (x->nreq) {
         /* Outstanding: a staged receive's pieces not yet reduced, or every

@@ -716,13 +716,15 @@ uint64_t occl_comm_runner_calls(occlComm_t comm);
  * that carried the call's bytes and those sent synchronously; the same
  * kind of query. */
 uint64_t occl_comm_net_headers(occlComm_t comm, uint64_t *with_bytes, uint64_t *synchronous);
-static inline void occl_staged(occlComm_t comm, size_t bytes)
+/* Add to a counter written only by running calls, which hold comm->lock:
+ * no locked add (a small call's cost is counted in such instructions,
+ * docs/occl-perf.md); readers load it. */
+static inline void occl_count(_Atomic uint64_t *counter, uint64_t n)
 {
-    /* Written by running calls, which hold comm->lock: no locked add (a
-     * small call's cost is counted in such instructions, docs/occl-perf.md). */
-    uint64_t was = atomic_load_explicit(&comm->staged_bytes, memory_order_relaxed);
-    atomic_store_explicit(&comm->staged_bytes, was + bytes, memory_order_relaxed);
+    uint64_t was = atomic_load_explicit(counter, memory_order_relaxed);
+    atomic_store_explicit(counter, was + n, memory_order_relaxed);
 }
+static inline void occl_staged(occlComm_t comm, size_t bytes) { occl_count(&comm->staged_bytes, bytes); }
 /* Why OCCL_ALGO is not valid (an unknown algorithm or collective); NULL if it is. */
 const char *occl_algo_setting_error(void);
 

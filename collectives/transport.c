@@ -112,13 +112,6 @@ enum { NO_MOVE, MOVED, FINISHED };
 
 static occlResult_t post_net(occlComm_t comm, occl_xfer *x);
 
-/* Counters of running calls, which hold comm->lock: no locked add. */
-static void count_header(_Atomic uint64_t *counter)
-{
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 uint64_t occl_comm_net_headers(occlComm_t comm, uint64_t *with_bytes, uint64_t *synchronous)
 {
     if (with_bytes)
@@ -142,11 +135,23 @@ static void deliver_at(occl_xfer *x, size_t off, const void *src, size_t bytes)
     }
 }
 
+/* Send the message that opens x's call with its peer (the header, alone or
+ * with the bytes): eagerly or synchronously, as x->eager says (see start). */
+static occlResult_t send_opening(occlComm_t comm, occl_xfer *x, void *msg, size_t len, MPI_Request *req)
+{
+    int rank = comm->peers[x->peer].world_rank, tag = tag_of(comm, comm->rank, x->peer);
+    int rc = x->eager ? MPI_Isend(msg, (int)len, MPI_BYTE, rank, tag, net_comm(comm, x), req)
+                      : MPI_Issend(msg, (int)len, MPI_BYTE, rank, tag, net_comm(comm, x), req);
+    if (rc != MPI_SUCCESS)
+        return occl_fail(occlRemoteError, "MPI_%s to rank %d failed", x->eager ? "Isend" : "Issend",
+                         x->peer);
+    return occlSuccess;
+}
+
 /* The header and the bytes in one message: a small call costs one message
  * per peer and direction, not two. */
 static occlResult_t send_inline(occlComm_t comm, occl_xfer *x)
 {
-    occl_peer *p = &comm->peers[x->peer];
     size_t len = sizeof x->hdr + x->bytes;
     unsigned char *msg = malloc(len);
     if (!msg)
@@ -154,15 +159,12 @@ static occlResult_t send_inline(occlComm_t comm, occl_xfer *x)
     memcpy(msg, &x->hdr, sizeof x->hdr);
     if (x->bytes)
         memcpy(msg + sizeof x->hdr, x->buf, x->bytes);
-    int tag = tag_of(comm, comm->rank, x->peer);
-    int rc = x->eager ? MPI_Isend(msg, (int)len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[0])
-                      : MPI_Issend(msg, (int)len, MPI_BYTE, p->world_rank, tag, net_comm(comm, x), &x->req[0]);
-    if (rc != MPI_SUCCESS) {
+    occlResult_t res = send_opening(comm, x, msg, len, &x->req[0]);
+    if (res != occlSuccess) {
         free(msg);
-        return occl_fail(occlRemoteError, "MPI_%s to rank %d failed", x->eager ? "Isend" : "Issend",
-                         x->peer);
+        return res;
     }
-    count_header(&comm->net_headers_inline);
+    occl_count(&comm->net_headers_inline, 1);
     x->inline_msg = msg;
     x->nreq = 1;
     x->next_post = x->npieces = 1;
@@ -225,19 +227,14 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
          * it. */
         x->hdr = occl_fp_carried(comm, x->fp);
         p->hdr_sent = x->fp->seq;
-        count_header(&comm->net_headers);
+        occl_count(&comm->net_headers, 1);
         if (!x->eager)
-            count_header(&comm->net_headers_sync);
+            occl_count(&comm->net_headers_sync, 1);
         if (x->bytes <= OCCL_NET_INLINE)
             return send_inline(comm, x);
-        int tag = tag_of(comm, comm->rank, x->peer);
-        int rc = x->eager ? MPI_Isend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag, net_comm(comm, x),
-                                      &x->req[x->npieces])
-                          : MPI_Issend(&x->hdr, sizeof x->hdr, MPI_BYTE, p->world_rank, tag, net_comm(comm, x),
-                                       &x->req[x->npieces]);
-        if (rc != MPI_SUCCESS)
-            return occl_fail(occlRemoteError, "MPI_%s to rank %d failed", x->eager ? "Isend" : "Issend",
-                             x->peer);
+        occlResult_t res = send_opening(comm, x, &x->hdr, sizeof x->hdr, &x->req[x->npieces]);
+        if (res != occlSuccess)
+            return res;
         x->with_hdr = true;
     }
     return post_net(comm, x);

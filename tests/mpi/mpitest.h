@@ -90,4 +90,12 @@ static inline void mpitest_exchange(const void *send, void *recv, int bytes, int
             mpitest_fail(__FILE__, __LINE__, "check failed: ", #cond);                    \
     } while (0)
 
+/* As CHECK, with a message formatted as printf's. */
+#define FAIL(...)                                                                        \
+    do {                                                                                 \
+        char fail_detail_[600];                                                          \
+        snprintf(fail_detail_, sizeof fail_detail_, __VA_ARGS__);                        \
+        mpitest_fail(__FILE__, __LINE__, "check failed: ", fail_detail_);                \
+    } while (0)
+
 #endif

@@ -24,13 +24,6 @@
 
 #include "occltest.h"
 
-#define FAIL(...)                                                  \
-    do {                                                           \
-        char detail_[256];                                         \
-        snprintf(detail_, sizeof detail_, __VA_ARGS__);            \
-        mpitest_fail(__FILE__, __LINE__, "check failed: ", detail_); \
-    } while (0)
-
 /* What rank r sends as its message k: distinct per rank, message and element. */
 static float value(int r, int k, size_t i) { return (float)(r * 100 + k) + (float)(i % 1000) / 1000.0f; }
 

@@ -36,13 +36,6 @@
 
 #include "occltest.h"
 
-#define FAIL(...)                                                    \
-    do {                                                             \
-        char detail_[600];                                           \
-        snprintf(detail_, sizeof detail_, __VA_ARGS__);              \
-        mpitest_fail(__FILE__, __LINE__, "check failed: ", detail_); \
-    } while (0)
-
 enum { ALLREDUCE, BROADCAST, REDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, GATHER, SCATTER, P2P, NCALLS };
 static const char *const names[NCALLS] = {"AllReduce", "Broadcast", "Reduce", "AllGather",
                                           "ReduceScatter", "AlltoAll", "Gather", "Scatter", "P2P"};
@@ -237,9 +230,9 @@ int main(int argc, char **argv)
 
     /* 5. Counts on either side of the size whose bytes go with the call's
      * header between nodes (one side sends the header alone). */
-    for (int i = 0; i < NCALLS; i++) {
-        if (i != ALLREDUCE && i != ALLTOALL && i != P2P)
-            continue;
+    const int straddled[] = {ALLREDUCE, ALLTOALL, P2P};
+    for (size_t k = 0; k < sizeof straddled / sizeof straddled[0]; k++) {
+        int i = straddled[k];
         call a = basic(i), b = basic(i);
         b.count = 4096;
         snprintf(what, sizeof what, "%s count 64 against 4096", names[i]);

@@ -18,13 +18,6 @@
 #include "occl_internal.h"
 #include "occltest.h"
 
-#define FAIL(...)                                                    \
-    do {                                                             \
-        char detail_[400];                                           \
-        snprintf(detail_, sizeof detail_, __VA_ARGS__);              \
-        mpitest_fail(__FILE__, __LINE__, "check failed: ", detail_); \
-    } while (0)
-
 enum { CALLS = 50 };
 
 typedef struct counts {

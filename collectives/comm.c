@@ -623,6 +623,8 @@ static void comm_free(occlComm_t c)
     if (c->magic == OCCL_COMM_MAGIC && c->network &&
         (atomic_load(&c->async_error) != occlSuccess || atomic_load(&c->revoked)))
         occl_xfer_drain(c);
+    if (c->network)
+        occl_net_orphans_reap();
     occl_scratch_release(c);
     occl_regs_release(c);
     ctrl_retire(c);

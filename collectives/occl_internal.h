@@ -390,12 +390,12 @@ typedef struct occl_xfer {
     const occl_fp *fp;
     occl_fp_pair hdr; /* network: the header received or sent */
     bool with_hdr;
-    /* Network, a send opening its call with the peer: the header and bytes
-     * in one message (inline_msg, up to OCCL_NET_INLINE bytes), and sent
-     * eagerly when the call also receives from that peer (eager), whose
-     * header is checked on this side. */
+    /* Network, a send opening its call with the peer: the message carrying
+     * its header (opening), with the bytes when they are up to
+     * OCCL_NET_INLINE, and sent eagerly when the call also receives from
+     * that peer (eager), whose header is checked on this side. */
     bool eager;
-    void *inline_msg;
+    void *opening;
     /* With hold: the sender goes on as soon as the bytes are mapped, not at
      * release. For algorithms in which the sender cannot rewrite those bytes
      * before it hears from this receiver again (nvls_all_reduce). */
@@ -443,6 +443,10 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x);
  * took (after a failed call), so that a later communicator of its tags does
  * not meet it. */
 void occl_xfer_drain(occlComm_t comm);
+/* A cancelled send's request still open, and the message it carries: kept
+ * until MPI completes it. Reap: free those completed, return those left. */
+void occl_net_orphan(MPI_Request *req, void *msg);
+int occl_net_orphans_reap(void);
 /* Wait until some peer's next transfer to this rank is a point-to-point send
  * that has been posted, and name that peer (occlRecvAnySource); occlTimeout
  * at the deadline. */

@@ -148,24 +148,31 @@ static occlResult_t send_opening(occlComm_t comm, occl_xfer *x, void *msg, size_
     return occlSuccess;
 }
 
-/* The header and the bytes in one message: a small call costs one message
- * per peer and direction, not two. */
-static occlResult_t send_inline(occlComm_t comm, occl_xfer *x)
+/* The message that opens x's call with its peer: the header, with the bytes
+ * when they are few (a small call costs one message per peer and direction,
+ * not two). It lives on the heap, owned by x until MPI completes its send:
+ * a cancelled send may still be read by MPI later (see cancel). */
+static occlResult_t send_header(occlComm_t comm, occl_xfer *x, bool with_bytes)
 {
-    size_t len = sizeof x->hdr + x->bytes;
+    size_t len = sizeof x->hdr + (with_bytes ? x->bytes : 0);
     unsigned char *msg = malloc(len);
     if (!msg)
         return occl_fail(occlSystemError, "out of memory");
     memcpy(msg, &x->hdr, sizeof x->hdr);
-    if (x->bytes)
+    if (with_bytes && x->bytes)
         memcpy(msg + sizeof x->hdr, x->buf, x->bytes);
-    occlResult_t res = send_opening(comm, x, msg, len, &x->req[0]);
+    /* With the bytes, the only request; alone, after the pieces' (post_net). */
+    occlResult_t res = send_opening(comm, x, msg, len, &x->req[with_bytes ? 0 : x->npieces]);
     if (res != occlSuccess) {
         free(msg);
         return res;
     }
+    x->opening = msg;
+    if (!with_bytes) {
+        x->with_hdr = true;
+        return occlSuccess;
+    }
     occl_count(&comm->net_headers_inline, 1);
-    x->inline_msg = msg;
     x->nreq = 1;
     x->next_post = x->npieces = 1;
     x->state = XFER_WAIT;
@@ -231,11 +238,10 @@ static occlResult_t start(occlComm_t comm, occl_xfer *x)
         if (!x->eager)
             occl_count(&comm->net_headers_sync, 1);
         if (x->bytes <= OCCL_NET_INLINE)
-            return send_inline(comm, x);
-        occlResult_t res = send_opening(comm, x, &x->hdr, sizeof x->hdr, &x->req[x->npieces]);
+            return send_header(comm, x, true);
+        occlResult_t res = send_header(comm, x, false);
         if (res != occlSuccess)
             return res;
-        x->with_hdr = true;
     }
     return post_net(comm, x);
 }
@@ -402,8 +408,8 @@ static int progress_net(occlComm_t comm, occl_xfer *x, occlResult_t *err)
         }
         if (!done)
             return NO_MOVE;
-        free(x->inline_msg);
-        x->inline_msg = NULL;
+        free(x->opening);
+        x->opening = NULL;
         x->nreq = 0;
         x->state = XFER_DONE;
         return FINISHED;
@@ -489,34 +495,84 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x)
     x->mapped = NULL;
 }
 
+/* Sends cancelled before MPI completed them, with the messages they carry.
+ * MPI may still read such a message: a send cannot be taken back once
+ * posted (UCX queues one for a connection not yet up, and packs it when the
+ * connection comes), and MPI_Request_free leaves it running. So the message
+ * is freed only once its request completes, looked at whenever a transfer is
+ * cancelled or a communicator freed; one still open at exit stays reachable
+ * from here, not leaked. */
+typedef struct occl_orphan {
+    MPI_Request req;
+    void *msg;
+    struct occl_orphan *next;
+} occl_orphan;
+static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+static occl_orphan *orphans;
+
+int occl_net_orphans_reap(void)
+{
+    int finalized = 0, left = 0;
+    MPI_Finalized(&finalized);
+    pthread_mutex_lock(&orphans_lock);
+    for (occl_orphan **at = &orphans; *at;) {
+        occl_orphan *o = *at;
+        int done = 0;
+        if (!finalized && MPI_Test(&o->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+            *at = o->next;
+            free(o->msg);
+            free(o);
+            continue;
+        }
+        left++;
+        at = &o->next;
+    }
+    pthread_mutex_unlock(&orphans_lock);
+    return left;
+}
+
+void occl_net_orphan(MPI_Request *req, void *msg)
+{
+    occl_orphan *o = malloc(sizeof *o);
+    if (!o) { /* kept by nobody: leaking msg beats MPI reading freed memory */
+        MPI_Request_free(req);
+        return;
+    }
+    *o = (occl_orphan){*req, msg, NULL};
+    *req = MPI_REQUEST_NULL;
+    pthread_mutex_lock(&orphans_lock);
+    o->next = orphans;
+    orphans = o;
+    pthread_mutex_unlock(&orphans_lock);
+    occl_net_orphans_reap();
+}
+
 static void cancel(occlComm_t comm, occl_xfer *x)
 {
-    if (x->inline_msg) {
-        /* A message this small left in MPI's eager buffers when MPI_Isend
-         * returned; only a synchronous send's acknowledgement may be
-         * outstanding, which the cancelled request no longer waits for. */
-        int sent = 0;
-        if (MPI_Test(&x->req[0], &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS || !sent) {
-            MPI_Cancel(&x->req[0]);
-            MPI_Request_free(&x->req[0]);
-        }
-        free(x->inline_msg);
-        x->inline_msg = NULL;
-        x->nreq = 0;
-    }
     if (x->nreq) {
         /* Outstanding: a staged receive's pieces not yet reduced, or every
-         * piece posted of another transfer. */
+         * piece posted of another transfer (the header alone last). */
         int first = x->staging ? x->next_done : 0;
         int last = x->staging ? x->next_post : x->nreq;
+        int opening = !x->opening ? -1 : x->with_hdr ? x->npieces : 0;
         for (int k = first; k < last; k++) {
             MPI_Request *req = &x->req[x->staging ? k % OCCL_NET_DEPTH : k];
-            if (*req != MPI_REQUEST_NULL) {
-                MPI_Cancel(req);
+            if (*req == MPI_REQUEST_NULL)
+                continue;
+            int done = 0;
+            if (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+                continue;
+            MPI_Cancel(req);
+            if (k == opening) {
+                occl_net_orphan(req, x->opening);
+                x->opening = NULL;
+            } else {
                 MPI_Request_free(req);
             }
         }
     }
+    free(x->opening); /* its send completed */
+    x->opening = NULL;
     x->nreq = 0;
     if (x->staging)
         occl_staging_give(comm, x->staging);

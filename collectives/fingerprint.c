@@ -197,19 +197,22 @@ static void post_notice(occlComm_t comm, int j, const occl_notice *n)
     occl_ring_bell(c);
 }
 
-static void send_notice(occlComm_t comm, int j)
+static void send_notice(occlComm_t comm, int j, const occl_notice *n)
 {
-    if (!comm->notice_reqs) {
-        comm->notice_reqs = malloc((size_t)comm->nranks * sizeof *comm->notice_reqs);
-        if (!comm->notice_reqs)
+    struct occl_notices_out *out = comm->notices_out;
+    if (!out) {
+        out = malloc(sizeof *out + (size_t)comm->nranks * sizeof *out->req);
+        if (!out)
             return; /* the peer then fails at its timeout */
+        out->msg = *n;
         for (int k = 0; k < comm->nranks; k++)
-            comm->notice_reqs[k] = MPI_REQUEST_NULL;
+            out->req[k] = MPI_REQUEST_NULL;
+        comm->notices_out = out;
     }
-    if (comm->notice_reqs[j] != MPI_REQUEST_NULL)
+    if (out->req[j] != MPI_REQUEST_NULL)
         return;
-    MPI_Isend(&comm->notice_out, sizeof comm->notice_out, MPI_BYTE, comm->peers[j].world_rank,
-              occl_ctl_tag(comm, j), comm->job.ctl_comm, &comm->notice_reqs[j]);
+    MPI_Isend(&out->msg, sizeof out->msg, MPI_BYTE, comm->peers[j].world_rank,
+              occl_ctl_tag(comm, j), comm->job.ctl_comm, &out->req[j]);
 }
 
 occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
@@ -243,14 +246,13 @@ occlResult_t occl_fp_mismatch(occlComm_t comm, int peer, const occl_fp *theirs,
     if (!comm->noticed) {
         comm->noticed = true;
         comm->notice = n;
-        comm->notice_out = n;
         for (int j = 0; j < comm->nranks; j++) {
             if (j == comm->rank || (!n.seq && j != peer))
                 continue;
             if (comm->peers[j].ctrl)
                 post_notice(comm, j, &n);
             else
-                send_notice(comm, j);
+                send_notice(comm, j, &n);
         }
     }
     return fail_with(comm, &n);
@@ -480,34 +482,29 @@ occlResult_t occl_fp_check_ll(occlComm_t comm, int j, const occl_fp *mine)
     return occlSuccess;
 }
 
+/* Sends still open (a peer that never took its message) keep the memory
+ * they read until MPI completes them (occl_net_orphan). */
 void occl_notice_release(occlComm_t comm)
 {
     if (comm->waits) {
+        MPI_Request *reqs = malloc((size_t)comm->nranks * sizeof *reqs);
         for (int j = 0; j < comm->nranks; j++) {
-            int done = 0;
-            if (comm->waits[j].req == MPI_REQUEST_NULL)
-                continue;
-            MPI_Test(&comm->waits[j].req, &done, MPI_STATUS_IGNORE);
-            if (!done) {
+            if (comm->waits[j].req != MPI_REQUEST_NULL)
                 MPI_Cancel(&comm->waits[j].req);
-                MPI_Request_free(&comm->waits[j].req);
-            }
+            if (reqs)
+                reqs[j] = comm->waits[j].req;
         }
-        free(comm->waits);
+        if (reqs)
+            occl_net_orphan(reqs, comm->nranks, comm->waits);
+        free(reqs); /* without it, the messages are left to MPI: not freed */
         comm->waits = NULL;
     }
-    if (!comm->notice_reqs)
-        return;
-    for (int j = 0; j < comm->nranks; j++) {
-        if (comm->notice_reqs[j] == MPI_REQUEST_NULL)
-            continue;
-        int done = 0;
-        MPI_Test(&comm->notice_reqs[j], &done, MPI_STATUS_IGNORE);
-        if (!done) {
-            MPI_Cancel(&comm->notice_reqs[j]);
-            MPI_Request_free(&comm->notice_reqs[j]);
-        }
+    struct occl_notices_out *out = comm->notices_out;
+    if (out) {
+        for (int j = 0; j < comm->nranks; j++)
+            if (out->req[j] != MPI_REQUEST_NULL)
+                MPI_Cancel(&out->req[j]);
+        occl_net_orphan(out->req, comm->nranks, out);
+        comm->notices_out = NULL;
     }
-    free(comm->notice_reqs);
-    comm->notice_reqs = NULL;
 }

@@ -268,8 +268,13 @@ struct occlComm {
     occl_fp past[OCCL_FP_PAST];
     bool noticed;
     occl_notice notice;
-    occl_notice notice_out;
-    MPI_Request *notice_reqs; /* nranks */
+    /* The notice sent to network peers, and its sends (nranks); on the
+     * heap so that sends still open when the communicator goes can keep it
+     * (occl_net_orphan). */
+    struct occl_notices_out {
+        occl_notice msg;
+        MPI_Request req[];
+    } *notices_out;
     /* Network peers: the collective each said it waits in for this rank,
      * and this rank's "waiting" messages to them (occl_fp_check_waits). */
     struct occl_peer_wait {
@@ -443,9 +448,11 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x);
  * took (after a failed call), so that a later communicator of its tags does
  * not meet it. */
 void occl_xfer_drain(occlComm_t comm);
-/* A cancelled send's request still open, and the message it carries: kept
- * until MPI completes it. Reap: free those completed, return those left. */
-void occl_net_orphan(MPI_Request *req, void *msg);
+/* Sends given up (cancelled, or their communicator going) and mem, the
+ * memory they read: mem is freed once MPI has completed all of reqs[0..n),
+ * which are MPI_REQUEST_NULL on return. Reap: free what has completed,
+ * return how many are left. */
+void occl_net_orphan(MPI_Request *reqs, int n, void *mem);
 int occl_net_orphans_reap(void);
 /* Wait until some peer's next transfer to this rank is a point-to-point send
  * that has been posted, and name that peer (occlRecvAnySource); occlTimeout

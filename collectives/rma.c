@@ -475,9 +475,9 @@ void occl_rma_release(occlComm_t comm)
     if (st) {
         sends_progress(st);
         /* Puts no peer took (it never waited for them): MPI may still move
-         * them, so their buffers stay. */
+         * them, so their buffers stay until it has. */
         for (int i = 0; i < st->nsends; i++)
-            MPI_Request_free(&st->sends[i].req);
+            occl_net_orphan(&st->sends[i].req, 1, st->sends[i].buf);
         if (st->nsends)
             OCCL_INFO("rank %d: %d one-sided message%s not taken by the target at destroy",
                       comm->rank, st->nsends, st->nsends > 1 ? "s" : "");

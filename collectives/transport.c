@@ -495,20 +495,34 @@ void occl_xfer_release(occlComm_t comm, occl_xfer *x)
     x->mapped = NULL;
 }
 
-/* Sends cancelled before MPI completed them, with the messages they carry.
- * MPI may still read such a message: a send cannot be taken back once
- * posted (UCX queues one for a connection not yet up, and packs it when the
- * connection comes), and MPI_Request_free leaves it running. So the message
- * is freed only once its request completes, looked at whenever a transfer is
- * cancelled or a communicator freed; one still open at exit stays reachable
- * from here, not leaked. */
+/* Sends given up before MPI completed them, with the memory they read. MPI
+ * may still read it: a send cannot be taken back once posted (UCX queues
+ * one for a connection not yet up, and packs it when the connection comes),
+ * and MPI_Request_free leaves it running. So that memory is freed only once
+ * its requests complete, looked at whenever a transfer is cancelled or a
+ * communicator freed; what is still open at exit stays reachable from
+ * here, not leaked. */
 typedef struct occl_orphan {
-    MPI_Request req;
-    void *msg;
+    void *mem;
     struct occl_orphan *next;
+    int n;
+    MPI_Request req[];
 } occl_orphan;
 static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
 static occl_orphan *orphans;
+
+/* Test o's requests; whether all have completed. */
+static bool orphan_done(occl_orphan *o)
+{
+    bool all = true;
+    for (int k = 0; k < o->n; k++) {
+        int done = 0;
+        if (o->req[k] != MPI_REQUEST_NULL &&
+            (MPI_Test(&o->req[k], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done))
+            all = false;
+    }
+    return all;
+}
 
 int occl_net_orphans_reap(void)
 {
@@ -517,10 +531,9 @@ int occl_net_orphans_reap(void)
     pthread_mutex_lock(&orphans_lock);
     for (occl_orphan **at = &orphans; *at;) {
         occl_orphan *o = *at;
-        int done = 0;
-        if (!finalized && MPI_Test(&o->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+        if (!finalized && orphan_done(o)) {
             *at = o->next;
-            free(o->msg);
+            free(o->mem);
             free(o);
             continue;
         }
@@ -531,15 +544,34 @@ int occl_net_orphans_reap(void)
     return left;
 }
 
-void occl_net_orphan(MPI_Request *req, void *msg)
+void occl_net_orphan(MPI_Request *reqs, int n, void *mem)
 {
-    occl_orphan *o = malloc(sizeof *o);
-    if (!o) { /* kept by nobody: leaking msg beats MPI reading freed memory */
-        MPI_Request_free(req);
+    int open = 0;
+    for (int k = 0; k < n; k++) {
+        int done = 0;
+        if (reqs[k] != MPI_REQUEST_NULL &&
+            (MPI_Test(&reqs[k], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done))
+            open++;
+    }
+    if (!open) {
+        free(mem);
         return;
     }
-    *o = (occl_orphan){*req, msg, NULL};
-    *req = MPI_REQUEST_NULL;
+    occl_orphan *o = malloc(sizeof *o + (size_t)open * sizeof *o->req);
+    if (o) {
+        *o = (occl_orphan){mem, NULL, 0};
+        for (int k = 0; k < n; k++)
+            if (reqs[k] != MPI_REQUEST_NULL)
+                o->req[o->n++] = reqs[k];
+    }
+    for (int k = 0; k < n; k++) {
+        /* Kept by nobody without o: leaking mem beats MPI reading freed memory. */
+        if (!o && reqs[k] != MPI_REQUEST_NULL)
+            MPI_Request_free(&reqs[k]);
+        reqs[k] = MPI_REQUEST_NULL;
+    }
+    if (!o)
+        return;
     pthread_mutex_lock(&orphans_lock);
     o->next = orphans;
     orphans = o;
@@ -564,7 +596,7 @@ static void cancel(occlComm_t comm, occl_xfer *x)
                 continue;
             MPI_Cancel(req);
             if (k == opening) {
-                occl_net_orphan(req, x->opening);
+                occl_net_orphan(req, 1, x->opening);
                 x->opening = NULL;
             } else {
                 MPI_Request_free(req);

@@ -39,8 +39,8 @@ Test(occl_orphans, kept_until_the_send_completes)
 {
     MPI_Request a, b;
     void *ma = open_send(7, &a), *mb = open_send(8, &b);
-    occl_net_orphan(&a, ma);
-    occl_net_orphan(&b, mb);
+    occl_net_orphan(&a, 1, ma);
+    occl_net_orphan(&b, 1, mb);
     cr_expect_eq(a, MPI_REQUEST_NULL, "the list holds the request now");
     cr_expect_eq(occl_net_orphans_reap(), 2, "no send has completed: both messages are kept");
 

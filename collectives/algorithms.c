@@ -213,6 +213,88 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
     return res;
 }
 
+/* direct_all_reduce across nodes for a call small enough for the calling
+ * thread (enqueue.c), in two parts so that the communicator's thread can
+ * take over the wait: the same transfers in the same order, so a peer that
+ * runs the call on its communicator's thread meets them. */
+bool occl_net_small_eligible(const occl_call *c)
+{
+    occlComm_t comm = c->comm;
+    /* The plan asked last: in virtual time, or of a tuner plugin, it is the
+     * communicator's thread's to ask. */
+    return comm->network && !comm->prof && !comm->tuner && c->coll == OCCL_COLL_ALLREDUCE && c->count &&
+           c->count * occl_type_size(c->type) <= OCCL_NET_INLINE && !or_inline_tasks_off() &&
+           occl_plan(c) == OCCL_ALGO_DIRECT;
+}
+
+static void net_small_free(struct occl_net_small *ns)
+{
+    free(ns->xf);
+    ns->xf = NULL;
+}
+
+static occlResult_t net_small_begin(const occl_call *c, occl_ll_state *st)
+{
+    ctx x = make_ctx(c);
+    size_t bytes = c->count * x.es;
+    struct occl_net_small *ns = &st->net;
+    reduction r = reduction_of(c);
+    ns->op = r.op;
+    ns->input = c->sendbuff;
+    if (r.pre.kind == OCCL_RED_PREMULSUM) {
+        occl_premul(c->recvbuff, c->sendbuff, c->count, c->type, &r.pre);
+        ns->input = c->recvbuff;
+    }
+    ns->all = occl_scratch(x.comm, OCCL_SCRATCH_A, bytes * (size_t)x.n);
+    if (!ns->all)
+        return occlUnhandledDeviceError; /* occl_scratch said why */
+    /* One block: the transfers, then the sources. */
+    size_t nxf = 2 * (size_t)(x.n - 1);
+    ns->xf = calloc(1, nxf * sizeof *ns->xf + (size_t)x.n * sizeof *ns->srcs);
+    if (!ns->xf)
+        return occl_fail(occlSystemError, "out of memory");
+    ns->srcs = (const void **)(ns->xf + nxf);
+    int m = 0, me = x.comm->rank;
+    unsigned char *all = ns->all;
+    for (int j = 0; j < x.n; j++) {
+        ns->srcs[j] = j == me ? ns->input : all + (size_t)j * bytes;
+        if (j == me)
+            continue;
+        ns->xf[m++] = send_x(j, ns->input, bytes);
+        ns->xf[m++] = recv_x(j, all + (size_t)j * bytes, bytes);
+    }
+    OCCL_INFO("rank %d: AllReduce of %zu x %s on %d ranks across nodes: direct, begun on the %s thread",
+              x.comm->rank, c->count, occl_type_name(c->type), x.n, st->wait_ns ? "calling" : "communicator's");
+    occlResult_t res = occl_xfers_begin(x.comm, &ns->set, ns->xf, m);
+    if (res != occlSuccess)
+        net_small_free(ns);
+    return res;
+}
+
+occlResult_t occl_net_small_run(const occl_call *c, occl_ll_state *st)
+{
+    occlComm_t comm = c->comm;
+    struct occl_net_small *ns = &st->net;
+    if (!st->begun) {
+        st->begun = true;
+        st->give_up_ns = st->wait_ns ? or_now_ns() + st->wait_ns : 0;
+        occlResult_t res = net_small_begin(c, st);
+        if (res != occlSuccess)
+            return res;
+    }
+    occlResult_t res = occl_xfers_wait(comm, &ns->set, st->wait_ns ? st->give_up_ns : 0);
+    if (res == occlInProgress)
+        return res;
+    if (res == occlSuccess) {
+        occl_reduce_n(c->recvbuff, ns->srcs, comm->nranks, c->count, c->type, &ns->op);
+        occl_staged(comm, c->count * occl_type_size(c->type) * (size_t)(comm->nranks - 1));
+        if (c->avg)
+            occl_finish_avg(c->recvbuff, c->count, c->type, comm->nranks);
+    }
+    net_small_free(ns);
+    return res;
+}
+
 /* Hierarchical: the ranks of each virtual node reduce into their leader
  * (the node's first rank on the ring), which reads all their buffers in
  * place through the mapped device memory and sums them in one pass; the
@@ -699,6 +781,8 @@ occlResult_t occl_run_call(occl_call *c)
         return occlSuccess; /* every rank sees the same count: nothing to exchange */
     /* A call begun on the calling thread (c->ll) was found eligible, or a
      * one-rank call, when it was launched (enqueue.c): not asked again. */
+    if (c->ll && c->comm->network)
+        return occl_net_small_run(c, c->ll);
     if (c->ll ? c->comm->nranks > 1 : occl_ll_eligible(c) && occl_ll_wanted(c)) {
         occl_ll_state own = {0};
         return occl_ll_run(c, c->ll ? c->ll : &own);

@@ -68,6 +68,13 @@ static orError_t stream_error_of(occlResult_t res)
     return res == occlTimeout ? orErrorTimeout : res == occlRemoteError ? orErrorRemote : orErrorUnknown;
 }
 
+/* A call small enough for the calling thread: within a node the
+ * low-latency path, across nodes a direct all-reduce (algorithms.c). */
+static occlResult_t small_run(const occl_call *c, occl_ll_state *st)
+{
+    return c->comm->network ? occl_net_small_run(c, st) : occl_ll_run(c, st);
+}
+
 /* Runs the task's calls, holding comm->lock; occlInProgress when a call on
  * the calling thread gave up waiting (the communicator's thread resumes it). */
 static occlResult_t task_exec(occl_task *t, uint64_t *clock)
@@ -76,7 +83,7 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
     if (atomic_load(&comm->revoked))
         return occl_fail(occlInvalidUsage, "the communicator was revoked; call stopped");
     if (t->ll.begun) /* begun on the calling thread: the rest is left */
-        return occl_ll_run(&t->calls[0], &t->ll);
+        return small_run(&t->calls[0], &t->ll);
     occlResult_t res = (occlResult_t)atomic_load(&comm->async_error);
     if (res != occlSuccess)
         occl_fail(res, "the communicator failed earlier; call skipped");
@@ -86,7 +93,7 @@ static occlResult_t task_exec(occl_task *t, uint64_t *clock)
      * (occl_run_call's choice), so straight to the low-latency path. */
     if (t->calls[0].ll && !prof && comm->nranks > 1 && res == occlSuccess) {
         occl_fp_begin(comm, &t->calls[0]);
-        return occl_ll_run(&t->calls[0], t->calls[0].ll);
+        return small_run(&t->calls[0], t->calls[0].ll);
     }
     if (prof)
         occl_prof_group_start(comm);
@@ -237,14 +244,16 @@ static _Thread_local bool launched_here;
  * which this thread has yet to launch. */
 static _Thread_local bool launching_many;
 
-/* A small call on one node whose stream is idle runs on the thread that
- * issues it, when nothing of its communicator runs or waits to: no hand-off
+/* A small call whose stream is idle (on one node, or an all-reduce across
+ * nodes) runs on the thread that issues it, when nothing of its
+ * communicator runs or waits to: no hand-off
  * to the communicator's thread, whose wake-up would cost more than the call
  * (docs/occl-perf.md). Not in virtual time or traces, which account for
  * the call on the communicator's thread. */
 static bool call_fits_caller(const occl_call *c)
 {
-    return occl_caller_wait_ns(c->comm) && (occl_ll_eligible(c) || occl_ll_solo(c)) &&
+    return occl_caller_wait_ns(c->comm) &&
+           (occl_ll_eligible(c) || occl_ll_solo(c) || occl_net_small_eligible(c)) &&
            /* a tuner's choice is asked on the communicator's thread */
            !(c->comm->tuner && occl_tuner_asks(c->coll));
 }

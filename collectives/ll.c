@@ -338,7 +338,7 @@ uint64_t occl_ll_peers_progress(occlComm_t comm)
 {
     uint64_t sum = 1;
     for (int j = 0; j < comm->nranks; j++)
-        if (j != comm->rank)
+        if (j != comm->rank && comm->peers[j].ctrl) /* of this node */
             sum += atomic_load_explicit(&area_of(comm->peers[j].ctrl, comm->nranks)->done, memory_order_relaxed);
     return sum;
 }

@@ -442,6 +442,22 @@ enum { OCCL_IDLE_SPIN = 64, OCCL_IDLE_SLEEP = 80 };
 #define OCCL_NET_YIELD_US 200
 /* Progress a set of transfers until all are done or the deadline passes. */
 occlResult_t occl_xfers_run(occlComm_t comm, occl_xfer *x, int n);
+/* The same in parts, for a call that the calling thread begins and the
+ * communicator's thread may finish: begin posts the set; each wait
+ * progresses it until it is done (occlSuccess), fails, or, with give_up_ns
+ * not 0, that time passes with the set not done (occlInProgress: wait
+ * again, from any thread holding the communicator). Not for a profiled
+ * communicator, whose plugin sees occl_xfers_run. */
+typedef struct occl_xfer_set {
+    occl_xfer *x;
+    int n, left;
+    int *before; /* receives queued behind another from the same peer */
+    bool p2p;
+    uint64_t deadline, idle_since;
+    occl_idle idle;
+} occl_xfer_set;
+occlResult_t occl_xfers_begin(occlComm_t comm, occl_xfer_set *set, occl_xfer *x, int n);
+occlResult_t occl_xfers_wait(occlComm_t comm, occl_xfer_set *set, uint64_t give_up_ns);
 /* Let the sender of a held receive go on (its bytes are no longer read). */
 void occl_xfer_release(occlComm_t comm, occl_xfer *x);
 /* Take and drop what peers on other nodes sent this rank that no receive
@@ -620,6 +636,16 @@ typedef struct occl_ll_state {
     size_t read_bytes;   /* what each peer read posts */
     uint64_t free_need;  /* 0, or the done every peer must reach before this rank posts */
     uint64_t seen[OCCL_LL_MAX_RANKS / 64]; /* peers whose box was found holding the call */
+    /* A small all-reduce across nodes (occl_net_small_run): its transfers,
+     * their sources and the set in flight, its input and scratch, its op. */
+    struct occl_net_small {
+        occl_xfer *xf;
+        const void **srcs;
+        occl_xfer_set set;
+        const void *input;
+        void *all;
+        occl_redop op;
+    } net;
 } occl_ll_state;
 enum { LL_FROM_ALL = -1, LL_FROM_NONE = -2 };
 size_t occl_ll_area_offset(int nranks); /* in a control block of nranks */
@@ -646,6 +672,14 @@ bool occl_ll_solo(const occl_call *c);
 /* Run (or, with st->posted, resume) call c on the low-latency path;
  * occlInProgress when its wait for peers outlasted st->wait_ns. */
 occlResult_t occl_ll_run(const occl_call *c, occl_ll_state *st);
+/* Whether call c is an all-reduce across nodes small enough for the
+ * calling thread: one transfer each way with every peer (the direct
+ * algorithm, as planned on every rank) and a local reduction
+ * (algorithms.c). */
+bool occl_net_small_eligible(const occl_call *c);
+/* Run (or, with st->begun, resume) such a call; occlInProgress when its
+ * wait for peers outlasted st->wait_ns. */
+occlResult_t occl_net_small_run(const occl_call *c, occl_ll_state *st);
 /* Whether peer j of this node cannot be on its way to collective `mine`
  * (fingerprint.c). */
 occlResult_t occl_fp_check_ll(occlComm_t comm, int j, const occl_fp *mine);

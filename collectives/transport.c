@@ -662,7 +662,18 @@ static void mark_eager(occlComm_t comm, occl_xfer *x, int n)
     }
 }
 
-static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
+/* The set failed: cancel what it has open. */
+static occlResult_t xfers_fail(occlComm_t comm, occl_xfer_set *set, occlResult_t err)
+{
+    for (int i = 0; i < set->n; i++)
+        if (set->x[i].state != XFER_QUEUED)
+            cancel(comm, &set->x[i]);
+    free(set->before);
+    set->before = NULL;
+    return err;
+}
+
+occlResult_t occl_xfers_begin(occlComm_t comm, occl_xfer_set *set, occl_xfer *x, int n)
 {
     occlResult_t err = occlSuccess;
     /* A network receive that reduces posts its later pieces as it goes, and
@@ -670,10 +681,9 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
      * are posted: a later receive from that peer is queued until the one
      * before it has posted all its pieces. Both ends list a pair's transfers
      * in the same order, so the messages meet their receives. */
-    int *before = NULL;
-    bool p2p = n > 0 && x[0].p2p;
+    *set = (occl_xfer_set){x, n, n, NULL, n > 0 && x[0].p2p, 0, 0, {0}};
     if (comm->noticed) /* the communicator's calls were found mismatched */
-        err = occl_notice_check(comm, p2p, false);
+        err = occl_notice_check(comm, set->p2p, false);
     for (int i = 0; i < n && err == occlSuccess; i++) {
         if (!x[i].fp)
             x[i].fp = &comm->fp;
@@ -687,28 +697,40 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
             continue;
         for (int j = i - 1; j >= 0; j--)
             if (x[j].kind == OCCL_XFER_RECV && x[j].peer == x[i].peer) {
-                if (!before && !(before = malloc((size_t)n * sizeof *before)))
+                if (!set->before && !(set->before = malloc((size_t)n * sizeof *set->before)))
                     err = occl_fail(occlSystemError, "out of memory");
                 else
-                    before[i] = j;
+                    set->before[i] = j;
                 x[i].state = XFER_QUEUED;
                 break;
             }
     }
-    if (err == occlSuccess) /* else the loop above has not set every fp */
-        mark_eager(comm, x, n);
+    if (err != occlSuccess) { /* the loop above has not set every fp: nothing started */
+        free(set->before);
+        set->before = NULL;
+        return err;
+    }
+    mark_eager(comm, x, n);
     for (int i = 0; i < n && err == occlSuccess; i++)
         if (x[i].state == XFER_START)
             err = start(comm, &x[i]);
-    uint64_t deadline = occl_deadline(), idle_since = 0;
-    occl_idle idle = {0};
-    for (int left = n; err == occlSuccess && left > 0;) {
+    set->deadline = occl_deadline();
+    return err == occlSuccess ? occlSuccess : xfers_fail(comm, set, err);
+}
+
+occlResult_t occl_xfers_wait(occlComm_t comm, occl_xfer_set *set, uint64_t give_up_ns)
+{
+    occlResult_t err = occlSuccess;
+    occl_xfer *x = set->x;
+    int n = set->n;
+    occl_idle *idle = &set->idle;
+    while (err == occlSuccess && set->left > 0) {
         bool moved = false;
         /* Read the bell before looking, so a ring after the look wakes us. */
         uint32_t bell = atomic_load(&comm->ctrl->doorbell);
         for (int i = 0; i < n && err == occlSuccess; i++) {
             if (x[i].state == XFER_QUEUED) {
-                const occl_xfer *b = &x[before[i]];
+                const occl_xfer *b = &x[set->before[i]];
                 if (b->state == XFER_QUEUED || b->state == XFER_HEADER ||
                     (b->state == XFER_WAIT && b->next_post < b->npieces))
                     continue;
@@ -719,58 +741,67 @@ static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
                 moved = true;
                 if (x[i].post_only) {
                     x[i].state = XFER_DONE;
-                    left--;
+                    set->left--;
                     continue;
                 }
             }
             if (x[i].state == XFER_HEADER) {
                 int m = progress_header(comm, &x[i], &err);
                 moved |= m != NO_MOVE;
-                left -= m == FINISHED;
+                set->left -= m == FINISHED;
             }
             if (x[i].state == XFER_WAIT) {
                 int m = progress(comm, &x[i], &err);
                 moved |= m != NO_MOVE;
-                left -= m == FINISHED;
+                set->left -= m == FINISHED;
             }
         }
-        if (err != occlSuccess || left == 0)
+        if (err != occlSuccess || set->left == 0)
             break;
         if (atomic_load(&comm->async_error) != occlSuccess) {
             err = occl_fail(occlInvalidUsage, "the communicator was aborted");
             break;
         }
         if (moved) {
-            idle.looks = 0;
+            idle->looks = 0;
             continue;
         }
         bool network = false;
         for (int i = 0; i < n; i++)
             network |= (x[i].state == XFER_WAIT && x[i].nreq > 0) || x[i].state == XFER_HEADER;
-        if (idle.looks == 0)
-            idle_since = or_now_ns();
+        if (idle->looks == 0)
+            set->idle_since = or_now_ns();
         /* Waiting long enough to sleep: a peer may have found this call
          * mismatched, or be in another call and waiting for us too. */
-        if (comm->check_calls && occl_idle_sleeping(&idle, network)) {
-            err = occl_notice_check(comm, p2p, true);
-            uint64_t waited = or_now_ns() - idle_since;
+        if (comm->check_calls && occl_idle_sleeping(idle, network)) {
+            err = occl_notice_check(comm, set->p2p, true);
+            uint64_t waited = or_now_ns() - set->idle_since;
             for (int i = 0; i < n && err == occlSuccess; i++)
                 if (x[i].state != XFER_DONE)
                     err = occl_fp_check_wait(comm, &x[i], waited);
             if (err != occlSuccess)
                 break;
         }
-        occl_idle_wait(comm, &idle, bell, network, deadline);
-        if ((idle.looks & 15) == 0 && or_now_ns() > deadline)
+        /* Before a sleep: the thread that takes the rest over sleeps instead. */
+        if (give_up_ns && occl_idle_sleeping(idle, network) && or_now_ns() >= give_up_ns)
+            return occlInProgress;
+        occl_idle_wait(comm, idle, bell, network, set->deadline);
+        if ((idle->looks & 15) == 0 && or_now_ns() > set->deadline)
             err = occl_fail(occlTimeout, "rank %d: no progress with its peers within "
                                          "OCCL_TIMEOUT_MS", comm->rank);
     }
     if (err != occlSuccess)
-        for (int i = 0; i < n; i++)
-            if (x[i].state != XFER_QUEUED)
-                cancel(comm, &x[i]);
-    free(before);
-    return err;
+        return xfers_fail(comm, set, err);
+    free(set->before);
+    set->before = NULL;
+    return occlSuccess;
+}
+
+static occlResult_t xfers_run(occlComm_t comm, occl_xfer *x, int n)
+{
+    occl_xfer_set set;
+    occlResult_t err = occl_xfers_begin(comm, &set, x, n);
+    return err == occlSuccess ? occl_xfers_wait(comm, &set, 0) : err;
 }
 
 /* What x's next look would find moved: within the node its peer's post or

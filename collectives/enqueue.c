@@ -246,9 +246,8 @@ static _Thread_local bool launching_many;
 
 /* A small call whose stream is idle (on one node, or an all-reduce across
  * nodes) runs on the thread that issues it, when nothing of its
- * communicator runs or waits to: no hand-off
- * to the communicator's thread, whose wake-up would cost more than the call
- * (docs/occl-perf.md). Not in virtual time or traces, which account for
+ * communicator runs or waits to: no hand-off to the communicator's thread,
+ * whose wake-up would cost more than the call (docs/occl-perf.md). Not in virtual time or traces, which account for
  * the call on the communicator's thread. */
 static bool call_fits_caller(const occl_call *c)
 {

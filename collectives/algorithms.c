@@ -220,11 +220,11 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
 bool occl_net_small_eligible(const occl_call *c)
 {
     occlComm_t comm = c->comm;
-    /* The plan asked last: in virtual time, or of a tuner plugin, it is the
-     * communicator's thread's to ask. */
+    /* Neither in virtual time nor with a tuner plugin, where the plan is
+     * the communicator's thread's to make: here it is the cost formulas'. */
     return comm->network && !comm->prof && !comm->tuner && c->coll == OCCL_COLL_ALLREDUCE && c->count &&
            c->count * occl_type_size(c->type) <= OCCL_NET_INLINE && !or_inline_tasks_off() &&
-           occl_plan(c) == OCCL_ALGO_DIRECT;
+           occl_plan_wall(c) == OCCL_ALGO_DIRECT;
 }
 
 static void net_small_free(struct occl_net_small *ns)

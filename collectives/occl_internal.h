@@ -709,6 +709,10 @@ typedef enum {
     OCCL_NUM_ALGOS
 } occl_algo;
 occl_algo occl_plan(const occl_call *call);
+/* What occl_plan picks in wall time without a tuner plugin (the cost
+ * formulas), reading nothing the communicator's thread writes: for the
+ * calling thread. */
+occl_algo occl_plan_wall(const occl_call *call);
 /* The algorithm and the protocol: in virtual time the pair the model
  * predicts fastest among those OCCL_ALGO and OCCL_PROTO allow; in wall time
  * the algorithm of occl_plan and the fastest allowed protocol of NCCL's

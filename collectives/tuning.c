@@ -477,6 +477,15 @@ occl_choice occl_plan_system(const occl_vsystem *s, const occl_call *c, const ui
 
 occl_algo occl_plan(const occl_call *c) { return occl_plan_choice(c).algo; }
 
+occl_algo occl_plan_wall(const occl_call *c)
+{
+    occlComm_t comm = c->comm;
+    plan_view view = {comm->nranks, comm->nnodes, comm->node_first, &comm->trees};
+    unsigned mask, cand;
+    double costs[OCCL_NUM_ALGOS];
+    return plan_formulas(&view, c, &mask, &cand, costs);
+}
+
 /* The low-latency path (ll.c): one hand-shake, then each rank reads the
  * boxes it needs (all n for the symmetric collectives) at memory speed. */
 static double ll_cost_us(const occl_call *c)

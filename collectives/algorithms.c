@@ -263,6 +263,9 @@ static occlResult_t net_small_begin(const occl_call *c, occl_ll_state *st)
         ns->xf[m++] = send_x(j, ns->input, bytes);
         ns->xf[m++] = recv_x(j, all + (size_t)j * bytes, bytes);
     }
+    /* The plan's line, as occl_plan logs it for every call, then the path. */
+    OCCL_INFO("rank %d: AllReduce of %zu x %s on %d ranks, %d virtual nodes: direct", x.comm->rank, c->count,
+              occl_type_name(c->type), x.n, x.comm->nnodes);
     OCCL_INFO("rank %d: AllReduce of %zu x %s on %d ranks across nodes: direct, begun on the %s thread",
               x.comm->rank, c->count, occl_type_name(c->type), x.n, st->wait_ns ? "calling" : "communicator's");
     occlResult_t res = occl_xfers_begin(x.comm, &ns->set, ns->xf, m);

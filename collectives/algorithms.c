@@ -159,6 +159,28 @@ static occlResult_t tree_all_reduce(const ctx *x, void *buf, size_t count, occlD
     return res;
 }
 
+/* The direct all-reduce's transfers, in the order every rank lists them:
+ * to and from each peer in rank order, so a call run by the calling thread
+ * (net_small_begin) meets one run by a peer's communicator's thread. Fills
+ * srcs with where each rank's input is read: `input` for this rank and, in
+ * place, for every peer until its receive maps it; otherwise its slot of
+ * `all`. Returns the count of transfers. */
+static int direct_xfers(const ctx *x, occl_xfer *xf, const void **srcs, const void *input,
+                        unsigned char *all, size_t bytes, bool in_place)
+{
+    int m = 0, me = x->comm->rank;
+    for (int j = 0; j < x->n; j++) {
+        srcs[j] = j == me || in_place ? input : all + (size_t)j * bytes;
+        if (j == me)
+            continue;
+        xf[m] = send_x(j, input, bytes);
+        xf[m++].post_only = in_place;
+        xf[m] = recv_x(j, in_place ? NULL : all + (size_t)j * bytes, bytes);
+        xf[m++].hold = in_place;
+    }
+    return m;
+}
+
 /* Everyone's input to everyone at once, then an n-way reduction in rank
  * order (so every rank computes the same bits). One step, for small sizes.
  * Peers' inputs are copied into scratch, or, with in_place (one virtual
@@ -178,18 +200,9 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
         res = occlUnhandledDeviceError; /* occl_scratch said why */
     else if (!xf || !srcs)
         res = occl_fail(occlSystemError, "out of memory");
-    int m = 0, me = x->comm->rank;
-    for (int j = 0; j < x->n && res == occlSuccess; j++) {
-        srcs[j] = j == me || in_place ? input : all + (size_t)j * bytes;
-        if (j == me)
-            continue;
-        xf[m] = send_x(j, input, bytes);
-        xf[m++].post_only = in_place;
-        xf[m] = recv_x(j, in_place ? NULL : all + (size_t)j * bytes, bytes);
-        xf[m++].hold = in_place;
-    }
+    int me = x->comm->rank;
     if (res == occlSuccess)
-        res = occl_xfers_run(x->comm, xf, m);
+        res = occl_xfers_run(x->comm, xf, direct_xfers(x, xf, srcs, input, all, bytes, in_place));
     if (res == occlSuccess && in_place)
         for (int j = 0, k = 0; j < x->n; j++)
             if (j != me)
@@ -215,8 +228,8 @@ static occlResult_t direct_all_reduce(const ctx *x, void *recv, const void *inpu
 
 /* direct_all_reduce across nodes for a call small enough for the calling
  * thread (enqueue.c), in two parts so that the communicator's thread can
- * take over the wait: the same transfers in the same order, so a peer that
- * runs the call on its communicator's thread meets them. */
+ * take over the wait: the same transfers in the same order (direct_xfers),
+ * so a peer that runs the call on its communicator's thread meets them. */
 bool occl_net_small_eligible(const occl_call *c)
 {
     occlComm_t comm = c->comm;
@@ -254,15 +267,7 @@ static occlResult_t net_small_begin(const occl_call *c, occl_ll_state *st)
     if (!ns->xf)
         return occl_fail(occlSystemError, "out of memory");
     ns->srcs = (const void **)(ns->xf + nxf);
-    int m = 0, me = x.comm->rank;
-    unsigned char *all = ns->all;
-    for (int j = 0; j < x.n; j++) {
-        ns->srcs[j] = j == me ? ns->input : all + (size_t)j * bytes;
-        if (j == me)
-            continue;
-        ns->xf[m++] = send_x(j, ns->input, bytes);
-        ns->xf[m++] = recv_x(j, all + (size_t)j * bytes, bytes);
-    }
+    int m = direct_xfers(&x, ns->xf, ns->srcs, ns->input, ns->all, bytes, false);
     /* The plan's line, as occl_plan logs it for every call, then the path. */
     OCCL_INFO("rank %d: AllReduce of %zu x %s on %d ranks, %d virtual nodes: direct", x.comm->rank, c->count,
               occl_type_name(c->type), x.n, x.comm->nnodes);

@@ -945,8 +945,10 @@ orError_t or_proxy_call_here(or_proxy_req *r)
             atomic_fetch_add_explicit(&caller_handed, 1, memory_order_relaxed);
             return call_via_proxy(r);
         }
-        for (int i = 0; i < 64; i++)
-            or_cpu_relax();
+        /* Yield, not pause: the owner's proxy may share this core (ranks
+         * outnumber cores), and a spin that keeps it would wait out its
+         * whole OPENREG_COPY_SPIN_US for an answer that cannot come. */
+        sched_yield();
     }
     free(r->scratch);
     r->scratch = NULL;

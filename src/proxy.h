@@ -118,7 +118,7 @@ orError_t or_proxy_call(or_proxy_req *req);
  * it may be carried out on the calling thread. */
 bool or_proxy_here_ok(const or_proxy_req *req);
 /* Carry out req on the calling thread: send the request and test for the
- * answer, with pauses in between, for OPENREG_COPY_SPIN_US (default 30 us,
+ * answer, yielding the core in between, for OPENREG_COPY_SPIN_US (default 30 us,
  * about two round trips over TCP between hosts: the answer is due, and MPI's
  * own blocking calls spin); an answer later than that the proxy waits for,
  * while the caller sleeps until it is woken. Returns req's status; req->done

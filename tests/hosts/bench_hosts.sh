@@ -22,6 +22,10 @@
 #   BENCH_PEER_PERF  the peer_perf to run (default ./tests/perf/peer_perf), e.g.
 #                 a script running it on another build's library, to compare
 #   BENCH_ALLREDUCE=0  peer copies only
+#   BENCH_BIND    how the ranks' threads sit on this machine's cores (the
+#                 test hosts share them): unset, where the scheduler puts
+#                 them; split, rank r on CPU r mod (CPUs); same, every rank
+#                 on CPU 0 (taskset, docs/cluster.md#benchmarks-across-hosts)
 # Needs root and namespaces (exit 77 without them).
 set -u
 srcdir=${srcdir:-.}
@@ -41,6 +45,13 @@ fi
 for prog in launch/orrun tests/perf/peer_perf tests/perf/occl_perf; do
     [ -x "$prog" ] || { echo "bench hosts: $prog is not built"; exit 99; }
 done
+# A rank's CPU from its rank (Hydra's PMI_RANK), set before it starts.
+case "${BENCH_BIND:-}" in
+"") bind=() ;;
+split) bind=(sh -c 'exec taskset -c $((PMI_RANK % $(nproc))) "$@"' bind) ;;
+same) bind=(taskset -c 0) ;;
+*) echo "bench hosts: BENCH_BIND is '$BENCH_BIND'; expected split or same"; exit 2 ;;
+esac
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -98,7 +109,7 @@ for n in $counts; do
 
     echo "== $n hosts: peer_perf h1 <-> h$n"
     run_job "peer$n" '^target: other-node' "${launch[@]}" -n 2 -d 2 --hosts "h1,h$n" -- \
-        "$peer_perf" -s 64M -r 3 -i "$lat" -w poll
+        ${bind[@]+"${bind[@]}"} "$peer_perf" -s 64M -r 3 -i "$lat" -w poll
     grep 'MPI one way\|MPI round trip\|MPI RMA\|other node: orMemcpy\|burst' "$out/peer$n"
     grep '64 MiB\|size' "$out/peer$n" | grep -v target
     f="$out/peer$n"
@@ -132,7 +143,7 @@ for n in $counts; do
     [ "${BENCH_ALLREDUCE:-1}" = 0 ] && continue
     echo "== $n hosts: occl_perf allreduce, $n processes x 1 device"
     run_job "ar$n" '^# Avg bus bandwidth' "${launch[@]}" -n "$n" -d 1 --hosts "$list" -- \
-        ./tests/perf/occl_perf --coll allreduce -b 8 -e 64M -i 67108856 -n "$iters" -w 5 --mpi --place out
+        ${bind[@]+"${bind[@]}"} ./tests/perf/occl_perf --coll allreduce -b 8 -e 64M -i 67108856 -n "$iters" -w 5 --mpi --place out
     grep -v '^#  Rank\|^# Using\|^#$' "$out/ar$n" | grep '^ \|occl/mpi\|Load'
     # columns: size count type redop root time algbw busbw #wrong mpi-time mpi-busbw x
     for size in 8 67108864; do

@@ -269,8 +269,7 @@ static occlResult_t net_small_begin(const occl_call *c, occl_ll_state *st)
     ns->srcs = (const void **)(ns->xf + nxf);
     int m = direct_xfers(&x, ns->xf, ns->srcs, ns->input, ns->all, bytes, false);
     /* The plan's line, as occl_plan logs it for every call, then the path. */
-    OCCL_INFO("rank %d: AllReduce of %zu x %s on %d ranks, %d virtual nodes: direct", x.comm->rank, c->count,
-              occl_type_name(c->type), x.n, x.comm->nnodes);
+    occl_plan_log(c, OCCL_ALGO_DIRECT);
     OCCL_INFO("rank %d: AllReduce of %zu x %s on %d ranks across nodes: direct, begun on the %s thread",
               x.comm->rank, c->count, occl_type_name(c->type), x.n, st->wait_ns ? "calling" : "communicator's");
     occlResult_t res = occl_xfers_begin(x.comm, &ns->set, ns->xf, m);

@@ -713,6 +713,9 @@ occl_algo occl_plan(const occl_call *call);
  * formulas), reading nothing the communicator's thread writes: for the
  * calling thread. */
 occl_algo occl_plan_wall(const occl_call *call);
+/* The plan's INFO line of a call planned by the cost formulas, as
+ * occl_plan logs it (tests read it). */
+void occl_plan_log(const occl_call *call, occl_algo algo);
 /* The algorithm and the protocol: in virtual time the pair the model
  * predicts fastest among those OCCL_ALGO and OCCL_PROTO allow; in wall time
  * the algorithm of occl_plan and the fastest allowed protocol of NCCL's

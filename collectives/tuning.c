@@ -564,9 +564,14 @@ occl_choice occl_plan_choice(const occl_call *c)
                   comm->rank, occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks,
                   comm->nnodes, est, occl_algo_name(pick), occl_proto_name(choice.proto));
     } else {
-        OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes: %s", comm->rank,
-                  occl_coll_name(c->coll), c->count, occl_type_name(c->type), comm->nranks, comm->nnodes,
-                  occl_algo_name(pick));
+        occl_plan_log(c, pick);
     }
     return choice;
+}
+
+void occl_plan_log(const occl_call *c, occl_algo algo)
+{
+    occlComm_t comm = c->comm;
+    OCCL_INFO("rank %d: %s of %zu x %s on %d ranks, %d virtual nodes: %s", comm->rank, occl_coll_name(c->coll),
+              c->count, occl_type_name(c->type), comm->nranks, comm->nnodes, occl_algo_name(algo));
 }

@@ -29,6 +29,13 @@
 # Needs root and namespaces (exit 77 without them).
 set -u
 srcdir=${srcdir:-.}
+# A rank's CPU from its rank (Hydra's PMI_RANK), set before it starts.
+case "${BENCH_BIND:-}" in
+"") bind=() ;;
+split) bind=(sh -c 'exec taskset -c $((PMI_RANK % $(nproc))) "$@"' bind) ;;
+same) bind=(taskset -c 0) ;;
+*) echo "bench hosts: BENCH_BIND is '$BENCH_BIND'; expected split or same" >&2; exit 2 ;;
+esac
 hosts="bash $srcdir/tests/hosts/or-hosts"
 counts=${*:-2 4}
 iters=${BENCH_ITERS:-20}
@@ -45,13 +52,6 @@ fi
 for prog in launch/orrun tests/perf/peer_perf tests/perf/occl_perf; do
     [ -x "$prog" ] || { echo "bench hosts: $prog is not built"; exit 99; }
 done
-# A rank's CPU from its rank (Hydra's PMI_RANK), set before it starts.
-case "${BENCH_BIND:-}" in
-"") bind=() ;;
-split) bind=(sh -c 'exec taskset -c $((PMI_RANK % $(nproc))) "$@"' bind) ;;
-same) bind=(taskset -c 0) ;;
-*) echo "bench hosts: BENCH_BIND is '$BENCH_BIND'; expected split or same"; exit 2 ;;
-esac
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 

@@ -3,7 +3,8 @@
 # size spelling reaches occl_perf as the right number of bytes, bad sizes and
 # bad --place values exit 2 with a message, runtime_perf and peer_perf refuse
 # sizes out of their range; and occl_perf --place on 2 ranks runs, prints and
-# allocates only the placement asked for.
+# allocates only the placement asked for; bench_hosts.sh refuses a BENCH_BIND
+# it does not know.
 #
 # 'make check' runs it from the build directory. The last line reads
 #   perf smoke: P passed, F failed
@@ -123,5 +124,15 @@ expect "--place in: 8 MiB in 15 MiB of device memory, checked" \
 perf2_capped --place both
 expect "--place both: 8 MiB does not fit twice in 15 MiB: every process says so" \
     status_and 1 eval '[ "$(grep -c "no room for a receive buffer of 8388608 bytes on device 0: orErrorMemoryAllocation" "$tmp/err")" -eq 2 ]'
+
+# --- bench_hosts.sh ------------------------------------------------------------
+# A BENCH_BIND it does not know is refused before anything is set up (no
+# root needed), with exit 2 and the values it takes.
+BENCH_HOSTS="$(dirname "$0")/../hosts/bench_hosts.sh"
+for value in bad Split; do
+    run env BENCH_BIND=$value bash "$BENCH_HOSTS" 2
+    expect "bench_hosts.sh: BENCH_BIND=$value refused" \
+        status_and 2 has_err "BENCH_BIND is '$value'; expected split or same"
+done
 
 smoke_finish
